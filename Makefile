@@ -1,0 +1,35 @@
+# `make repro` and `make test` set everything up on a fresh machine (Python >= 3.10).
+# TORCH is the pip requirement used for PyTorch; CI pins a CPU build (TORCH=torch==2.13.0).
+PYTHON ?= python3
+TORCH ?= torch
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install repro test lint dashboard clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+repro: $(STAMP)
+	test -d .dvc || $(BIN)/dvc init --quiet
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+
+test: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src stages tests benchmarks
+	$(BIN)/ruff format --check src stages tests benchmarks
+
+dashboard: $(STAMP)
+	$(BIN)/mlflow ui --backend-store-uri "sqlite:///$(CURDIR)/mlflow.db" --host 127.0.0.1 --port 5000
+
+clean:
+	rm -rf data models metrics plots reports mlflow.db mlruns

@@ -1,0 +1,48 @@
+"""Shared start-up of the stage scripts: logging, params loading and validation, clean errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nlpzoo.errors import NlpzooError
+
+
+def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
+    from nlpzoo.runner import validate_params
+
+    if not path.is_file():
+        raise NlpzooError(f"{path} not found: run the stages from the project root")
+    with open(path, encoding="utf-8") as f:
+        params = yaml.safe_load(f) or {}
+    validate_params(params)
+    return params
+
+
+def root() -> Path:
+    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+
+
+def run_stage(main: Callable[[list[str]], Any]) -> None:
+    """Run a stage's `main(argv)`; a user error prints one clear line and exits with status 1."""
+    logging.basicConfig(
+        level=os.environ.get("NLPZOO_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    for noisy in ("alembic", "mlflow", "pytorch_lightning", "lightning", "lightning_fabric"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        main(sys.argv[1:])
+    except NlpzooError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,278 @@
+"""`corpus` and `prepare` stages: raw sources → clean, split text (DESIGN §1, §3).
+
+Language-model corpus (`lm`): one sentence per line, tokens separated by single spaces.
+  * `brown`: the NLTK packaging (`brown/cXNN` files in genre order, one sentence per non-blank
+    line, tokens `word/tag`); the tag is dropped. Split as in Bengio et al. (2003): the first
+    800,000 tokens train, the next 200,000 valid, the rest test. The split falls after the sentence
+    that crosses each boundary, so no sentence is cut.
+  * `text`: the user's own UTF-8 files, either `{train, valid, test}` or one file `{all}` split by
+    the same token counts.
+Translation corpus (`mt`): aligned raw lines `train|valid|test.{src,tgt}`, kept untokenized so
+they serve as BLEU references.
+  * `multi30k`: task-1 raw files (`train`, `val`, a test set such as `test_2016_flickr`).
+  * `parallel`: the user's own aligned files.
+
+Everything streams line by line, so memory stays bounded for any corpus size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import shutil
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nlpzoo.config import require
+from nlpzoo.errors import DataError
+from nlpzoo.io import atomic_dir, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class LMDataConfig:
+    source: str = "brown"  # brown | text
+    files: dict = field(default_factory=dict)  # text: {train, valid, test} or {all}: paths
+    lowercase: bool = True
+    split_tokens: list[int] = field(default_factory=lambda: [800_000, 200_000])  # train, valid
+    max_line_bytes: int = 1_000_000  # longer lines are refused (not a sentence-per-line file)
+
+    def __post_init__(self) -> None:
+        require(self.source in ("brown", "text"), "source", f"must be brown or text, got {self.source!r}")
+        require(
+            len(self.split_tokens) == 2 and all(n > 0 for n in self.split_tokens),
+            "split_tokens",
+            "must be two positive token counts [train, valid]",
+        )
+        require(self.max_line_bytes > 0, "max_line_bytes", "must be positive")
+        if self.source == "text":
+            keys = set(self.files)
+            require(
+                keys in ({"all"}, set(SPLITS)),
+                "files",
+                "must be {all: path} or {train: path, valid: path, test: path} for source text",
+            )
+
+
+@dataclass
+class MTDataConfig:
+    source: str = "multi30k"  # multi30k | parallel
+    src: str = "de"
+    tgt: str = "en"
+    test_set: str = "test_2016_flickr"  # multi30k test set used as `test`
+    files: dict = field(default_factory=dict)  # parallel: {train: [src, tgt], valid: [...], test: [...]}
+    max_line_bytes: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        require(self.source in ("multi30k", "parallel"), "source", "must be multi30k or parallel")
+        require(self.src != self.tgt, "tgt", f"must differ from src ({self.src!r})")
+        if self.source == "parallel":
+            require(set(self.files) == set(SPLITS), "files", "needs train, valid and test pairs")
+            for split, pair in self.files.items():
+                require(
+                    isinstance(pair, list) and len(pair) == 2,
+                    "files",
+                    f"entry {split!r} must be [src_path, tgt_path]",
+                )
+
+    def multi30k_files(self) -> list[str]:
+        """Basenames of the Multi30k task-1 files this configuration reads."""
+        sets = ("train", "val", self.test_set)
+        return [f"{s}.{lang}.gz" for s in sets for lang in (self.src, self.tgt)]
+
+
+# --------------------------------------------------------------------------- reading, with checks
+
+
+def iter_checked_lines(raw: Iterator[bytes], name: str, max_line_bytes: int) -> Iterator[str]:
+    """Decode byte lines as UTF-8, refusing invalid bytes (with the byte offset) and huge lines."""
+    offset = 0
+    for lineno, line in enumerate(raw, start=1):
+        if len(line) > max_line_bytes:
+            raise DataError(
+                f"{name}: line {lineno} is {len(line):,} bytes long (limit {max_line_bytes:,}); "
+                "expected one sentence per line — is this the right file?"
+            )
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"{name}: invalid UTF-8 at byte offset {offset + e.start} (line {lineno})"
+            ) from None
+        offset += len(line)
+        yield text.rstrip("\r\n")
+
+
+def _open_lines(path: Path, max_line_bytes: int) -> Iterator[str]:
+    if not path.is_file():
+        raise DataError(f"input file not found: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        yield from iter_checked_lines(iter(f.readline, b""), str(path), max_line_bytes)
+
+
+def brown_sentences(zip_path: Path, lowercase: bool, max_line_bytes: int) -> Iterator[list[str]]:
+    """Sentences of the NLTK Brown packaging, in file (genre) order, tags dropped."""
+    if not zip_path.is_file():
+        raise DataError(f"Brown archive not found: {zip_path}")
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except zipfile.BadZipFile:
+        raise DataError(f"{zip_path}: not a zip archive") from None
+    with zf:
+        members = sorted(
+            n for n in zf.namelist() if n.startswith("brown/c") and n.rsplit("/", 1)[-1][1:].isalnum()
+        )
+        if not members:
+            raise DataError(f"{zip_path}: no `brown/cXNN` files (not the NLTK Brown packaging)")
+        for member in members:
+            with zf.open(member) as f:
+                for line in iter_checked_lines(iter(f.readline, b""), member, max_line_bytes):
+                    tokens = [tok.rsplit("/", 1)[0] for tok in line.split()]
+                    if tokens:
+                        yield [t.lower() for t in tokens] if lowercase else tokens
+
+
+def text_sentences(path: Path, lowercase: bool, max_line_bytes: int) -> Iterator[list[str]]:
+    for line in _open_lines(path, max_line_bytes):
+        tokens = line.split()
+        if tokens:
+            yield [t.lower() for t in tokens] if lowercase else tokens
+
+
+# --------------------------------------------------------------------------- the LM corpus
+
+
+def prepare_lm(config: LMDataConfig, raw_dir: Path, out_dir: Path) -> dict:
+    """Write `train|valid|test.txt` and `stats.json` into `out_dir` (replaced as a whole)."""
+    read = lambda p: (  # noqa: E731
+        brown_sentences(p, config.lowercase, config.max_line_bytes)
+        if config.source == "brown"
+        else text_sentences(p, config.lowercase, config.max_line_bytes)
+    )
+    stats = {split: {"sentences": 0, "tokens": 0} for split in SPLITS}
+    with atomic_dir(out_dir) as tmp:
+        files = {s: open(tmp / f"{s}.txt", "w", encoding="utf-8") for s in SPLITS}
+        try:
+            if config.source == "brown" or "all" in config.files:
+                src = raw_dir / ("brown.zip" if config.source == "brown" else "all.txt")
+                n_train, n_valid = config.split_tokens
+                seen = 0
+                for sent in read(src):
+                    # the sentence that crosses a boundary stays in the earlier split
+                    split = "train" if seen < n_train else "valid" if seen < n_train + n_valid else "test"
+                    files[split].write(" ".join(sent) + "\n")
+                    stats[split]["sentences"] += 1
+                    stats[split]["tokens"] += len(sent)
+                    seen += len(sent)
+            else:
+                for split in SPLITS:
+                    for sent in read(raw_dir / f"{split}.txt"):
+                        files[split].write(" ".join(sent) + "\n")
+                        stats[split]["sentences"] += 1
+                        stats[split]["tokens"] += len(sent)
+        finally:
+            for f in files.values():
+                f.close()
+        for split in SPLITS:
+            if stats[split]["tokens"] == 0:
+                total = sum(s["tokens"] for s in stats.values())
+                raise DataError(
+                    f"LM corpus: the {split} split is empty ({total:,} tokens in all; "
+                    f"split_tokens={config.split_tokens}) — is the corpus empty or too small?"
+                )
+        atomic_write_json(tmp / "stats.json", stats)
+    log.info("LM corpus: %s", {s: v["tokens"] for s, v in stats.items()})
+    return stats
+
+
+# --------------------------------------------------------------------------- the MT corpus
+
+
+def prepare_mt(config: MTDataConfig, raw_dir: Path, out_dir: Path) -> dict:
+    """Write aligned raw `SPLIT.src` / `SPLIT.tgt` lines (and `stats.json`) into `out_dir`."""
+    if config.source == "multi30k":
+        names = {"train": "train", "valid": "val", "test": config.test_set}
+        pairs = {
+            s: (raw_dir / f"{n}.{config.src}.gz", raw_dir / f"{n}.{config.tgt}.gz")
+            for s, n in names.items()
+        }
+    else:
+        pairs = {s: (raw_dir / f"{s}.src", raw_dir / f"{s}.tgt") for s in SPLITS}
+    stats = {"src": config.src, "tgt": config.tgt}
+    with atomic_dir(out_dir) as tmp:
+        for split, (src_path, tgt_path) in pairs.items():
+            src = list(_open_lines(src_path, config.max_line_bytes))
+            tgt = list(_open_lines(tgt_path, config.max_line_bytes))
+            if len(src) != len(tgt):
+                raise DataError(
+                    f"parallel {split} files are not aligned: {src_path} has {len(src):,} lines, "
+                    f"{tgt_path} has {len(tgt):,}"
+                )
+            if not src:
+                raise DataError(f"parallel {split} files are empty: {src_path}, {tgt_path}")
+            (tmp / f"{split}.src").write_text("\n".join(src) + "\n", encoding="utf-8")
+            (tmp / f"{split}.tgt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+            stats[split] = len(src)
+        atomic_write_json(tmp / "stats.json", stats)
+    log.info("MT corpus %s→%s: %s", config.src, config.tgt, stats)
+    return stats
+
+
+def copy_user_files(files: dict, out_dir: Path, layout: str) -> list[Path]:
+    """Copy the user's own `text` / `parallel` files into the raw folder under fixed names."""
+    copied = []
+    with atomic_dir(out_dir) as tmp:
+        for split, value in sorted(files.items()):
+            sources = value if layout == "parallel" else [value]
+            suffixes = (".src", ".tgt") if layout == "parallel" else (".txt",)
+            for src, suffix in zip(sources, suffixes):
+                src = Path(src).expanduser()
+                if not src.is_file():
+                    raise DataError(f"{layout} source: {split} file not found: {src}")
+                shutil.copyfile(src, tmp / f"{split}{suffix}")
+                copied.append(out_dir / f"{split}{suffix}")
+    return copied
+
+
+# --------------------------------------------------------------------------- the `corpus` stage
+
+EVAL_SOURCES = ("analogy", "wordsim353", "simlex999")
+
+
+def fetch_corpus(role: str, lm: LMDataConfig, mt: MTDataConfig, raw_root: Path,
+                 mirror: Path | None) -> list[Path]:
+    """Fetch (or copy) what `prepare@role` reads into `raw_root/role` (replaced as a whole).
+
+    lm → brown.zip or the user's text files; mt → the Multi30k files of the language pair (or the
+    user's parallel files); eval → the analogy and similarity sets.
+    """
+    from nlpzoo.data.sources import fetch_sources
+
+    out = raw_root / role
+    if role == "lm" and lm.source == "text":
+        return copy_user_files(lm.files, out, "text")
+    if role == "mt" and mt.source == "parallel":
+        return copy_user_files(mt.files, out, "parallel")
+    with atomic_dir(out) as tmp:
+        if role == "lm":
+            paths = fetch_sources(["brown"], tmp, mirror)
+        elif role == "mt":
+            paths = fetch_sources(["multi30k"], tmp, mirror, files={"multi30k": mt.multi30k_files()})
+        elif role == "eval":
+            paths = fetch_sources(list(EVAL_SOURCES), tmp, mirror)
+        else:
+            raise ValueError(f"unknown corpus role {role!r}")
+    return [out / p.relative_to(tmp) for p in paths]
+
+
+def raw_dir_for(role: str, lm: LMDataConfig, mt: MTDataConfig, raw_root: Path) -> Path:
+    """Where `prepare@role` finds the files `fetch_corpus` wrote."""
+    if role == "mt" and mt.source == "multi30k":
+        return raw_root / "mt" / "multi30k"
+    return raw_root / role

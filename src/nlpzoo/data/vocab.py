@@ -1,0 +1,195 @@
+"""Word vocabulary built from the training split only (DESIGN §1, `vocab` stage).
+
+Ids 0..3 are the specials `<unk> <s> </s> <pad>`; then words by descending training frequency
+(ties broken alphabetically, so the file is reproducible). A word seen fewer than `min_count`
+times in training maps to `<unk>` (Bengio et al. 2003 merge words of frequency <= 3: min_count 4).
+
+A language-model split is encoded as one token stream: each sentence's ids followed by `</s>`,
+sentences concatenated in file order. Every LM family is scored on exactly this stream.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nlpzoo.errors import DataError
+from nlpzoo.io import atomic_write_text
+
+UNK, BOS, EOS, PAD = 0, 1, 2, 3
+SPECIALS = ("<unk>", "<s>", "</s>", "<pad>")
+
+
+@dataclass
+class Vocab:
+    """Word <-> id mapping with training counts (count 0 for specials)."""
+
+    words: list[str]
+    counts: list[int]
+
+    def __post_init__(self) -> None:
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def id(self, word: str) -> int:
+        return self.index.get(word, UNK)
+
+    @classmethod
+    def build(cls, counter: Counter, min_count: int = 1) -> Vocab:
+        if min_count < 1:
+            raise ValueError(f"min_count must be >= 1, got {min_count}")
+        kept = sorted(
+            ((w, c) for w, c in counter.items() if c >= min_count and w not in SPECIALS),
+            key=lambda wc: (-wc[1], wc[0]),
+        )
+        unk = sum(c for w, c in counter.items() if c < min_count and w not in SPECIALS)
+        words = list(SPECIALS) + [w for w, _ in kept]
+        counts = [unk, 0, 0, 0] + [c for _, c in kept]
+        return cls(words, counts)
+
+    def save(self, path: Path) -> None:
+        atomic_write_text(path, "".join(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts)))
+
+    @classmethod
+    def load(cls, path: Path) -> Vocab:
+        words, counts = [], []
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                w, c = line.rstrip("\n").split("\t")
+                words.append(w)
+                counts.append(int(c))
+        if tuple(words[:4]) != SPECIALS:
+            raise DataError(f"{path}: not an nlpzoo vocabulary (first entries must be {SPECIALS})")
+        return cls(words, counts)
+
+    def encode_lines(self, lines: Iterable[str]) -> np.ndarray:
+        """Encode sentences (space-separated tokens) as one stream with `</s>` after each."""
+        index = self.index
+        ids: list[int] = []
+        for line in lines:
+            ids.extend(index.get(w, UNK) for w in line.split())
+            ids.append(EOS)
+        return np.asarray(ids, dtype=np.int64)
+
+
+def count_words(lines: Iterable[str]) -> Counter:
+    counter: Counter = Counter()
+    for line in lines:
+        counter.update(line.split())
+    return counter
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield line.rstrip("\n")
+
+
+# --------------------------------------------------------------------------- the `vocab` stage
+
+
+@dataclass
+class LMVocabConfig:
+    min_count: int = 4  # Bengio et al. 2003 merge words seen <= 3 times into one symbol
+
+    def __post_init__(self) -> None:
+        from nlpzoo.config import require
+
+        require(self.min_count >= 1, "min_count", f"must be >= 1, got {self.min_count}")
+
+
+@dataclass
+class MTVocabConfig:
+    vocab_size: int = 8000  # one SentencePiece vocabulary shared by source and target
+    model_type: str = "unigram"  # unigram | bpe
+    character_coverage: float = 1.0
+
+    def __post_init__(self) -> None:
+        from nlpzoo.config import require
+
+        require(self.vocab_size >= 16, "vocab_size", f"must be >= 16, got {self.vocab_size}")
+        require(self.model_type in ("unigram", "bpe"), "model_type", "must be unigram or bpe")
+        require(0 < self.character_coverage <= 1, "character_coverage", "must be in (0, 1]")
+
+
+def build_lm_vocab(config: LMVocabConfig, prepared_dir: Path, out_dir: Path) -> dict:
+    """Vocabulary from `train.txt` only; every split encoded as a `</s>`-terminated id stream.
+
+    Output: `vocab.txt` (word TAB training count), `train|valid|test.npy` (int32 streams),
+    `stats.json`.
+    """
+    from nlpzoo.io import atomic_dir, atomic_write_json
+
+    train = prepared_dir / "train.txt"
+    if not train.is_file():
+        raise DataError(f"prepared training split not found: {train}")
+    vocab = Vocab.build(count_words(read_lines(train)), config.min_count)
+    stats: dict = {"vocab_size": len(vocab), "min_count": config.min_count}
+    with atomic_dir(out_dir) as tmp:
+        vocab.save(tmp / "vocab.txt")
+        for split in ("train", "valid", "test"):
+            stream = vocab.encode_lines(read_lines(prepared_dir / f"{split}.txt"))
+            np.save(tmp / f"{split}.npy", stream.astype(np.int32))
+            stats[f"{split}_tokens"] = int(stream.size)  # words + one </s> per sentence
+            stats[f"{split}_unk_rate"] = float(np.mean(stream == UNK)) if stream.size else 0.0
+        atomic_write_json(tmp / "stats.json", stats)
+    return stats
+
+
+def load_stream(vocab_dir: Path, split: str) -> np.ndarray:
+    path = Path(vocab_dir) / f"{split}.npy"
+    if not path.is_file():
+        raise DataError(f"encoded {split} split not found: {path} (run the vocab stage)")
+    return np.load(path, allow_pickle=False).astype(np.int64)
+
+
+def build_mt_vocab(config: MTVocabConfig, prepared_dir: Path, out_dir: Path, seed: int = 0) -> dict:
+    """Joint SentencePiece model on the MT training split (source and target lines).
+
+    Trained from an in-memory iterator with one thread and a fixed seed, so the model's bytes
+    depend only on the data and these settings (no file paths are stored in it). Ids follow the
+    word vocabulary's specials: 0 <unk>, 1 <s>, 2 </s>, 3 <pad>; `<sep>` is reserved for
+    decoder-only translation. The raw split files are copied alongside as BLEU references.
+    """
+    import io
+    import shutil
+
+    import sentencepiece as spm
+
+    from nlpzoo.io import atomic_dir, atomic_write_json
+
+    lines = []
+    for side in ("src", "tgt"):
+        path = prepared_dir / f"train.{side}"
+        if not path.is_file():
+            raise DataError(f"prepared MT training split not found: {path}")
+        lines.extend(read_lines(path))
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=config.vocab_size,
+        model_type=config.model_type,
+        character_coverage=config.character_coverage,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        pad_id=PAD,
+        user_defined_symbols=["<sep>"],
+        num_threads=1,
+        random_seed=seed,
+        minloglevel=2,
+    )
+    with atomic_dir(out_dir) as tmp:
+        (tmp / "spm.model").write_bytes(model.getvalue())
+        for name in sorted(p.name for p in prepared_dir.iterdir() if p.suffix in (".src", ".tgt")):
+            shutil.copyfile(prepared_dir / name, tmp / name)
+        stats = {"vocab_size": config.vocab_size, "model_type": config.model_type}
+        atomic_write_json(tmp / "stats.json", stats)
+    return stats

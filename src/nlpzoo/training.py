@@ -1,0 +1,239 @@
+"""Lightning glue shared by every neural family: the module wrapper, the Trainer factory, callbacks.
+
+A family is a plain `nn.Module` with `forward(inputs, targets) -> (logits, loss)`. `FamilyModule`
+wraps it with one `_step` shared by training, validation and test, and logs `train/loss`,
+`val/loss` and `val/ppl` (exact: summed NLL over all validation tokens, reduced across ranks).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+from nlpzoo.config import require
+from nlpzoo.errors import TrainingError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainerConfig:
+    """The `trainer:` params section; a run may override any key in its own `trainer:` entry."""
+
+    accelerator: str = "auto"  # cpu | gpu | auto ...
+    devices: int | str | list[int] = "auto"  # number of devices, "auto", or device ids
+    strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
+    num_nodes: int = 1
+    precision: str | int = "32-true"  # "bf16-mixed", "16-mixed" on GPUs
+    max_epochs: int = 5
+    max_steps: int = -1
+    max_time: str | None = None  # "DD:HH:MM:SS"
+    gradient_clip_val: float | None = None
+    gradient_clip_algorithm: str = "norm"
+    accumulate_grad_batches: int = 1
+    limit_train_batches: int | float = 1.0
+    limit_val_batches: int | float = 1.0
+    log_every_n_steps: int = 50
+    early_stopping_patience: int = 2  # epochs without val/ppl improvement; 0 disables
+    deterministic: bool = False
+    enable_progress_bar: bool = False
+    num_workers: int = 0  # DataLoader worker processes
+    threads: int = 0  # torch intra-op threads; 0 keeps the default
+
+    def __post_init__(self) -> None:
+        require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
+        require(self.max_epochs >= 1, "max_epochs", "must be >= 1")
+        require(self.accumulate_grad_batches >= 1, "accumulate_grad_batches", "must be >= 1")
+        require(
+            self.gradient_clip_val is None or self.gradient_clip_val > 0,
+            "gradient_clip_val",
+            "must be positive or null",
+        )
+        require(self.gradient_clip_algorithm in ("norm", "value"), "gradient_clip_algorithm",
+                "must be norm or value")
+        require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
+        require(self.num_workers >= 0, "num_workers", "must be >= 0")
+
+
+def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
+    """Adam or SGD with weight decay on weights only (biases are not penalised, as in Bengio 2003).
+
+    `cfg.lr_decay` (if present) gives SGD's ε_t = ε_0 / (1 + r t) schedule.
+    """
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if name.endswith("bias") else decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    if cfg.optimizer == "sgd":
+        opt = torch.optim.SGD(groups, lr=cfg.lr)
+    else:
+        opt = torch.optim.AdamW(groups, lr=cfg.lr) if cfg.weight_decay else torch.optim.Adam(groups, lr=cfg.lr)
+    r = getattr(cfg, "lr_decay", 0.0)
+    if r:
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 / (1.0 + r * t))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+    return opt
+
+
+class FamilyModule(pl.LightningModule):
+    """Wraps one family's `nn.Module`; built from plain values so the checkpoint rebuilds it."""
+
+    def __init__(self, family: str, config: dict, vocab_size: int, run: str = "") -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        from nlpzoo.models import FAMILIES
+
+        cfg_cls, model_cls = FAMILIES[family]
+        self.cfg = cfg_cls(**config)
+        self.model = model_cls(self.cfg, vocab_size)
+        self.run = run
+        self._val_sum = torch.zeros((), dtype=torch.float64)
+        self._val_count = torch.zeros((), dtype=torch.float64)
+
+    def forward(self, *args: Any) -> Any:
+        return self.model(*args)
+
+    def _step(self, batch: Any, split: str) -> torch.Tensor:
+        inputs, targets = batch
+        _, loss = self.model(inputs, targets)
+        n = targets.numel()
+        if split == "train":
+            self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=n)
+        else:
+            self._val_sum = self._val_sum.to(loss.device) + loss.detach().double() * n
+            self._val_count = self._val_count.to(loss.device) + n
+        return loss
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self._step(batch, "train")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self._step(batch, "val")
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._val_count = torch.zeros((), dtype=torch.float64, device=self.device)
+
+    def on_validation_epoch_end(self) -> None:
+        total = self.trainer.strategy.reduce(self._val_sum, reduce_op="sum")
+        count = self.trainer.strategy.reduce(self._val_count, reduce_op="sum")
+        nll = (total / count.clamp(min=1)).float()
+        self.log("val/loss", nll, sync_dist=False, rank_zero_only=False)
+        self.log("val/ppl", torch.exp(nll), sync_dist=False, prog_bar=True)
+
+    def configure_optimizers(self):
+        return make_optimizer(self.model, self.cfg)
+
+
+class NonFiniteLoss(pl.Callback):
+    """Stop at once, naming run, step and a hint, when the training loss is NaN or infinite."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is not None and not torch.isfinite(loss).all():
+            lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan")
+            raise TrainingError(
+                f"run '{self.run}': training loss is {loss.item()} at step {trainer.global_step} "
+                f"(epoch {trainer.current_epoch}, batch {batch_idx}); hint: lower the learning rate "
+                f"(lr={lr:g}) or set trainer.gradient_clip_val"
+            )
+
+
+class CurveWriter(pl.Callback):
+    """Per-epoch learning curve to `plots/RUN.csv` (rewritten each epoch) and to MLflow (rank 0)."""
+
+    FIELDS = ("epoch", "step", "train_loss", "val_loss", "val_ppl", "seconds")
+
+    def __init__(self, path: Path, tracker: Any = None) -> None:
+        self.path = Path(path)
+        self.tracker = tracker
+        self.rows: list[dict] = []
+        self.t0 = time.time()
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.t0 = time.time()
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        m = trainer.callback_metrics
+        row = {
+            "epoch": trainer.current_epoch,
+            "step": trainer.global_step,
+            "train_loss": float(m["train/loss_epoch"]) if "train/loss_epoch" in m else math.nan,
+            "val_loss": float(m["val/loss"]),
+            "val_ppl": float(m["val/ppl"]),
+            "seconds": round(time.time() - self.t0, 2),
+        }
+        self.rows.append(row)
+        self.write()
+        if self.tracker is not None:
+            self.tracker.log_metrics(
+                {"val/loss": row["val_loss"], "val/ppl": row["val_ppl"], "epoch": row["epoch"]},
+                step=row["step"],
+            )
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        every = max(trainer.log_every_n_steps, 1)
+        if self.tracker is not None and trainer.is_global_zero and trainer.global_step % every == 0:
+            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+            self.tracker.log_metrics({"train/loss": float(loss)}, step=trainer.global_step)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        # the epoch's mean training loss is known only now: complete the last row
+        if trainer.is_global_zero and self.rows and "train/loss_epoch" in trainer.callback_metrics:
+            self.rows[-1]["train_loss"] = float(trainer.callback_metrics["train/loss_epoch"])
+            self.write()
+
+    def write(self) -> None:
+        from nlpzoo.io import atomic_open
+
+        with atomic_open(self.path) as f:
+            w = csv.DictWriter(f, fieldnames=self.FIELDS)
+            w.writeheader()
+            w.writerows(self.rows)
+
+
+def make_trainer(cfg: TrainerConfig, run: str, plots_path: Path, ckpt_dir: Path, tracker: Any,
+                 seed: int) -> pl.Trainer:
+    """A Trainer from the `trainer:` section; DDP settings reach Lightning unchanged."""
+    from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    pl.seed_everything(seed, workers=True, verbose=False)
+    callbacks: list[pl.Callback] = [
+        NonFiniteLoss(run),
+        CurveWriter(plots_path, tracker),
+        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/ppl", mode="min",
+                        save_top_k=1, save_last=True),
+    ]
+    if cfg.early_stopping_patience:
+        callbacks.append(EarlyStopping(monitor="val/ppl", mode="min",
+                                       patience=cfg.early_stopping_patience))
+    kwargs = asdict(cfg)
+    for key in ("early_stopping_patience", "num_workers", "threads"):
+        kwargs.pop(key)
+    return pl.Trainer(
+        **kwargs,
+        callbacks=callbacks,
+        logger=False,  # MLflow is driven by nlpzoo.tracking; Lightning's loggers stay off
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(ckpt_dir),
+    )

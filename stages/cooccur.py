@@ -1,0 +1,36 @@
+"""Count GloVe word co-occurrences over the LM training split, in bounded memory.
+
+Usage: python stages/cooccur.py
+Reads data/prepared/lm/train.txt, data/vocab/lm/vocab.txt and params `cooccur`;
+writes data/cooccur/ (cooccur.npz, a copy of vocab.txt, stats.json).
+"""
+
+import shutil
+
+from nlpzoo.cli import load_params, root, run_stage
+from nlpzoo.config import build
+from nlpzoo.data.cooccur import CooccurConfig, count_cooccurrences
+from nlpzoo.data.vocab import Vocab, read_lines
+from nlpzoo.io import atomic_dir, atomic_write_json
+
+
+def main(argv: list[str]) -> None:
+    params = load_params()
+    cfg = build(CooccurConfig, params.get("cooccur"), "cooccur")
+    data = root() / "data"
+    vocab = Vocab.load(data / "vocab" / "lm" / "vocab.txt")
+    with atomic_dir(data / "cooccur") as tmp:
+        stats = count_cooccurrences(
+            read_lines(data / "prepared" / "lm" / "train.txt"),
+            word_to_id=vocab.index,
+            vocab_size=len(vocab),
+            out_path=tmp / "cooccur.npz",
+            config=cfg,
+            scratch_dir=data,
+        )
+        shutil.copyfile(data / "vocab" / "lm" / "vocab.txt", tmp / "vocab.txt")
+        atomic_write_json(tmp / "stats.json", stats)
+
+
+if __name__ == "__main__":
+    run_stage(main)
