@@ -15,7 +15,9 @@ def main(argv: list[str]) -> None:
     section = (params.get("vocab") or {}).get(role)
     prepared, out = root() / "data" / "prepared" / role, root() / "data" / "vocab" / role
     if role == "lm":
-        build_lm_vocab(build(LMVocabConfig, section, "vocab.lm"), prepared_dir=prepared, out_dir=out)
+        build_lm_vocab(
+            build(LMVocabConfig, section, "vocab.lm"), prepared_dir=prepared, out_dir=out
+        )
     else:
         cfg = build(MTVocabConfig, section, "vocab.mt")
         build_mt_vocab(cfg, prepared_dir=prepared, out_dir=out, seed=int(params.get("seed", 0)))

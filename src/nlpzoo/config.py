@@ -1,9 +1,9 @@
 """Typed configuration from plain params dicts (DESIGN §2, §7).
 
-Every params section becomes a dataclass through `build(cls, section, where=...)`, which rejects, before
-any work starts: unknown keys (naming the closest valid key), values of the wrong type, and impossible
-values (each dataclass checks its own fields in `__post_init__` by raising `ConfigError` or
-`ValueError`). Every message names the section (the run) and the key.
+Every params section becomes a dataclass through `build(cls, section, where=...)`, which rejects,
+before any work starts: unknown keys (naming the closest valid key), values of the wrong type, and
+impossible values (each dataclass checks its own fields in `__post_init__` by raising
+`ConfigError` or `ValueError`). Every message names the section (the run) and the key.
 """
 
 from __future__ import annotations
@@ -65,7 +65,21 @@ def _matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp)
 
 
-def build(cls: type[T], section: dict[str, Any] | None, where: str, ignore: tuple[str, ...] = ()) -> T:
+def _wants_float(value: Any, tp: Any) -> bool:
+    """An int given where the annotation admits float but not int (e.g. `float | None`)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    if tp is float:
+        return True
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        return float in args and int not in args
+    return False
+
+
+def build(
+    cls: type[T], section: dict[str, Any] | None, where: str, ignore: tuple[str, ...] = ()
+) -> T:
     """Build dataclass `cls` from `section`, validating keys, types and values.
 
     `where` names the section in messages (e.g. "run 'nnlm'"); keys in `ignore` are skipped
@@ -91,7 +105,7 @@ def build(cls: type[T], section: dict[str, Any] | None, where: str, ignore: tupl
                 f"{where}: key '{key}' must be {_type_name(hints[key])}, got {value!r} "
                 f"({type(value).__name__})"
             )
-        kwargs[key] = float(value) if hints[key] is float else value
+        kwargs[key] = float(value) if _wants_float(value, hints[key]) else value
     try:
         return cls(**kwargs)
     except ConfigError as e:

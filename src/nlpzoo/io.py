@@ -1,4 +1,4 @@
-"""Atomic file writes: write to a temporary sibling, then rename, so no half-written output remains."""
+"""Atomic writes: write a temporary sibling, then rename, so no half-written output remains."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
@@ -24,6 +30,7 @@ def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
             yield f
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -48,6 +55,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -3,7 +3,7 @@
 Layout written for run RUN (every path relative to the project root):
 
     models/RUN/            model.pt (or ngram.npz), config.json, train_stats.json, mlflow_run.json
-    models/RUN/eval/       evaluation artifacts
+    eval/RUN/              evaluation artifacts (a sibling of models/RUN, which DVC tracks whole)
     plots/RUN.csv          learning curve (epoch, step, train_loss, val_loss, val_ppl, seconds)
     metrics/RUN.json       flat metrics, the same keys that go to MLflow
     checkpoints/RUN/       Lightning checkpoints while training; removed when the run finishes
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from nlpzoo.config import build, closest
-from nlpzoo.data.vocab import load_stream, LMVocabConfig, MTVocabConfig
+from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, load_stream
 from nlpzoo.errors import ConfigError, DataError
 from nlpzoo.io import atomic_dir, atomic_write_json
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
@@ -32,7 +32,18 @@ from nlpzoo.training import TrainerConfig
 log = logging.getLogger(__name__)
 
 # top-level params sections other than the runs themselves
-SECTIONS = ("seed", "models", "corpus", "lm", "mt", "vocab", "cooccur", "trainer", "mlflow", "report")
+SECTIONS = (
+    "seed",
+    "models",
+    "corpus",
+    "lm",
+    "mt",
+    "vocab",
+    "cooccur",
+    "trainer",
+    "mlflow",
+    "report",
+)
 
 
 @dataclass
@@ -77,7 +88,8 @@ def run_configs(params: dict, name: str) -> tuple[RunSpec, Any, TrainerConfig]:
     if name not in specs:
         hint = closest(name, specs)
         raise ConfigError(
-            f"unknown run '{name}'" + (f"; did you mean '{hint}'?" if hint else "")
+            f"unknown run '{name}'"
+            + (f"; did you mean '{hint}'?" if hint else "")
             + f" (runs in models: {', '.join(specs)})"
         )
     spec = specs[name]
@@ -91,6 +103,12 @@ def run_configs(params: dict, name: str) -> tuple[RunSpec, Any, TrainerConfig]:
         )
     cfg_cls, _ = FAMILIES[spec.family]
     cfg = build(cfg_cls, section, f"run '{name}'", ignore=("family", "trainer"))
+    for where, value in (
+        ("trainer", params.get("trainer")),
+        (f"{name}.trainer", section.get("trainer")),
+    ):
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(f"run '{name}': section `{where}` must be a mapping, got {value!r}")
     trainer_section = dict(params.get("trainer") or {})
     trainer_section.update(section.get("trainer") or {})
     trainer_cfg = build(TrainerConfig, trainer_section, f"run '{name}' (trainer)")
@@ -110,7 +128,8 @@ def validate_params(params: dict) -> None:
                 + (f"; did you mean '{hint}'?" if hint else "")
                 + " (a run's section needs an entry in `models:`)"
             )
-    if not isinstance(params.get("seed", 0), int):
+    seed = params.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
         raise ConfigError("params: key 'seed' must be an integer")
     for name in specs:
         run_configs(params, name)
@@ -146,8 +165,12 @@ def train(params: dict, name: str, root: Path) -> dict:
         raise ConfigError(f"run '{name}': task {TASKS[spec.family]} is not supported yet")
 
     mlflow_cfg = build(MlflowConfig, params.get("mlflow"), "mlflow")
-    tracker = Tracker.start(name, spec.family, _params_for_tracking(spec, cfg, trainer_cfg, seed),
-                            experiment=mlflow_cfg.experiment)
+    tracker = Tracker.start(
+        name,
+        spec.family,
+        _params_for_tracking(spec, cfg, trainer_cfg, seed),
+        experiment=mlflow_cfg.experiment,
+    )
     out_dir = root / "models" / name
     plots_path = root / "plots" / f"{name}.csv"
     t0 = time.time()
@@ -156,13 +179,34 @@ def train(params: dict, name: str, root: Path) -> dict:
             if spec.family == "ngram":
                 stats = _train_ngram(cfg, vocab_size, train_stream, valid_stream, tmp, plots_path)
             else:
-                stats = _train_neural(spec, cfg, trainer_cfg, vocab_size, train_stream,
-                                      valid_stream, tmp, plots_path, root, tracker, seed)
+                stats = _train_neural(
+                    spec,
+                    cfg,
+                    trainer_cfg,
+                    vocab_size,
+                    train_stream,
+                    valid_stream,
+                    tmp,
+                    plots_path,
+                    root,
+                    tracker,
+                    seed,
+                )
             stats["train_seconds"] = round(time.time() - t0, 2)
-            stats["train_tokens_per_s"] = round(stats.pop("tokens_seen") / max(stats["fit_seconds"], 1e-9), 1)
-            atomic_write_json(tmp / "config.json", {"run": name, "family": spec.family,
-                                                     "data": spec.data, "vocab_size": vocab_size,
-                                                     "config": asdict(cfg), "seed": seed})
+            stats["train_tokens_per_s"] = round(
+                stats.pop("tokens_seen") / max(stats["fit_seconds"], 1e-9), 1
+            )
+            atomic_write_json(
+                tmp / "config.json",
+                {
+                    "run": name,
+                    "family": spec.family,
+                    "data": spec.data,
+                    "vocab_size": vocab_size,
+                    "config": asdict(cfg),
+                    "seed": seed,
+                },
+            )
             atomic_write_json(tmp / "train_stats.json", stats)
             tracker.save(tmp)
     except BaseException:
@@ -193,8 +237,12 @@ def _train_ngram(cfg, vocab_size, train_stream, valid_stream, out_dir, plots_pat
     with atomic_open(plots_path) as f:  # a count model has one point on its "curve"
         f.write("epoch,step,train_loss,val_loss,val_ppl,seconds\n")
         f.write(f"0,0,,{math.log(val_ppl):.6f},{val_ppl:.4f},{fit_seconds:.2f}\n")
-    return {"params": model.num_parameters(), "fit_seconds": round(fit_seconds, 2),
-            "tokens_seen": int(train_stream.size), "epochs": 1}
+    return {
+        "params": model.num_parameters(),
+        "fit_seconds": round(fit_seconds, 2),
+        "tokens_seen": int(train_stream.size),
+        "epochs": 1,
+    }
 
 
 def _check_context(stream: np.ndarray, context: int, split: str, run: str) -> None:
@@ -205,8 +253,19 @@ def _check_context(stream: np.ndarray, context: int, split: str, run: str) -> No
         )
 
 
-def _train_neural(spec, cfg, trainer_cfg, vocab_size, train_stream, valid_stream, out_dir,
-                  plots_path, root, tracker, seed) -> dict:
+def _train_neural(
+    spec,
+    cfg,
+    trainer_cfg,
+    vocab_size,
+    train_stream,
+    valid_stream,
+    out_dir,
+    plots_path,
+    root,
+    tracker,
+    seed,
+) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
@@ -218,8 +277,12 @@ def _train_neural(spec, cfg, trainer_cfg, vocab_size, train_stream, valid_stream
     train_ds = ContextWindows(train_stream, cfg.context_size)
     valid_ds = ContextWindows(valid_stream, cfg.context_size)
     loader = lambda ds, shuffle: DataLoader(  # noqa: E731
-        ds, batch_size=cfg.batch_size, shuffle=shuffle, collate_fn=collate_batched,
-        num_workers=trainer_cfg.num_workers, persistent_workers=trainer_cfg.num_workers > 0,
+        ds,
+        batch_size=cfg.batch_size,
+        shuffle=shuffle,
+        collate_fn=collate_batched,
+        num_workers=trainer_cfg.num_workers,
+        persistent_workers=trainer_cfg.num_workers > 0,
     )
     module = FamilyModule(spec.family, asdict(cfg), vocab_size, run=spec.name)
     ckpt_dir = root / "checkpoints" / spec.name
@@ -232,13 +295,26 @@ def _train_neural(spec, cfg, trainer_cfg, vocab_size, train_stream, valid_stream
     if best and Path(best).is_file():
         state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
         module.load_state_dict(state)
-    torch.save({"family": spec.family, "config": asdict(cfg), "vocab_size": vocab_size,
-                "state_dict": module.model.state_dict()}, out_dir / "model.pt")
+    torch.save(
+        {
+            "family": spec.family,
+            "config": asdict(cfg),
+            "vocab_size": vocab_size,
+            "state_dict": module.model.state_dict(),
+        },
+        out_dir / "model.pt",
+    )
     shutil.rmtree(ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
     epochs = trainer.current_epoch
     n_params = sum(p.numel() for p in module.model.parameters())
-    stats = {"params": int(n_params), "fit_seconds": round(fit_seconds, 2), "epochs": int(epochs),
-             "tokens_seen": int(len(train_ds) * epochs * _fraction(trainer_cfg, len(train_ds), cfg.batch_size))}
+    stats = {
+        "params": int(n_params),
+        "fit_seconds": round(fit_seconds, 2),
+        "epochs": int(epochs),
+        "tokens_seen": int(
+            len(train_ds) * epochs * _fraction(trainer_cfg, len(train_ds), cfg.batch_size)
+        ),
+    }
     if hasattr(module.model, "cost_per_token"):
         stats["cost_per_token"] = int(module.model.cost_per_token(vocab_size))
     return stats
@@ -270,7 +346,7 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
     from nlpzoo.tracking import Tracker
 
-    spec, cfg, trainer_cfg = run_configs(params, name)
+    spec, cfg, _ = run_configs(params, name)
     run_dir = root / "models" / name
     data_dir = root / "data" / spec.data
     tracker = Tracker.resume(run_dir, name)
@@ -294,7 +370,7 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     metrics.update(train_stats)
     metrics["mlflow_run_id"] = tracker.run_id
     metrics["family"] = spec.family
-    with atomic_dir(run_dir / "eval") as tmp:
+    with atomic_dir(root / "eval" / name) as tmp:
         atomic_write_json(tmp / "summary.json", {"run": name, "family": spec.family})
     metrics_path = root / "metrics" / f"{name}.json"
     atomic_write_json(metrics_path, metrics)

@@ -79,7 +79,8 @@ class Tracker:
     def _disable(self, err: BaseException) -> None:
         msg = (
             f"MLflow unreachable at {self.uri} ({type(err).__name__}: {str(err)[:200]}); run "
-            f"'{self.run_name}' goes on without tracking — metrics/{self.run_name}.json is the record"
+            f"'{self.run_name}' goes on without tracking; metrics/{self.run_name}.json is the "
+            "record"
         )
         log.warning(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
@@ -157,7 +158,9 @@ class Tracker:
     def save(self, run_dir: Path) -> None:
         from nlpzoo.io import atomic_write_json
 
-        atomic_write_json(Path(run_dir) / RUN_FILE, {"run_id": self.run_id, "tracking_uri": self.uri})
+        atomic_write_json(
+            Path(run_dir) / RUN_FILE, {"run_id": self.run_id, "tracking_uri": self.uri}
+        )
 
     # ------------------------------------------------------------------ logging
 

@@ -57,8 +57,11 @@ class TrainerConfig:
             "gradient_clip_val",
             "must be positive or null",
         )
-        require(self.gradient_clip_algorithm in ("norm", "value"), "gradient_clip_algorithm",
-                "must be norm or value")
+        require(
+            self.gradient_clip_algorithm in ("norm", "value"),
+            "gradient_clip_algorithm",
+            "must be norm or value",
+        )
         require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
         require(self.num_workers >= 0, "num_workers", "must be >= 0")
 
@@ -79,7 +82,8 @@ def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
     if cfg.optimizer == "sgd":
         opt = torch.optim.SGD(groups, lr=cfg.lr)
     else:
-        opt = torch.optim.AdamW(groups, lr=cfg.lr) if cfg.weight_decay else torch.optim.Adam(groups, lr=cfg.lr)
+        # Adam's weight_decay adds λ·θ to the gradient: the L2 penalty of the paper's objective
+        opt = torch.optim.Adam(groups, lr=cfg.lr)
     r = getattr(cfg, "lr_decay", 0.0)
     if r:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 / (1.0 + r * t))
@@ -149,8 +153,8 @@ class NonFiniteLoss(pl.Callback):
             lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan")
             raise TrainingError(
                 f"run '{self.run}': training loss is {loss.item()} at step {trainer.global_step} "
-                f"(epoch {trainer.current_epoch}, batch {batch_idx}); hint: lower the learning rate "
-                f"(lr={lr:g}) or set trainer.gradient_clip_val"
+                f"(epoch {trainer.current_epoch}, batch {batch_idx}); hint: lower the learning "
+                f"rate (lr={lr:g}) or set trainer.gradient_clip_val"
             )
 
 
@@ -168,7 +172,9 @@ class CurveWriter(pl.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         self.t0 = time.time()
 
-    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+    def on_validation_end(self, trainer, pl_module) -> None:
+        # not on_validation_epoch_end: Lightning runs callback hooks before the module's, so
+        # val/loss and val/ppl (logged in FamilyModule.on_validation_epoch_end) exist only now
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         m = trainer.callback_metrics
@@ -209,8 +215,9 @@ class CurveWriter(pl.Callback):
             w.writerows(self.rows)
 
 
-def make_trainer(cfg: TrainerConfig, run: str, plots_path: Path, ckpt_dir: Path, tracker: Any,
-                 seed: int) -> pl.Trainer:
+def make_trainer(
+    cfg: TrainerConfig, run: str, plots_path: Path, ckpt_dir: Path, tracker: Any, seed: int
+) -> pl.Trainer:
     """A Trainer from the `trainer:` section; DDP settings reach Lightning unchanged."""
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
@@ -220,12 +227,19 @@ def make_trainer(cfg: TrainerConfig, run: str, plots_path: Path, ckpt_dir: Path,
     callbacks: list[pl.Callback] = [
         NonFiniteLoss(run),
         CurveWriter(plots_path, tracker),
-        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/ppl", mode="min",
-                        save_top_k=1, save_last=True),
+        ModelCheckpoint(
+            dirpath=ckpt_dir,
+            filename="best",
+            monitor="val/ppl",
+            mode="min",
+            save_top_k=1,
+            save_last=True,
+        ),
     ]
     if cfg.early_stopping_patience:
-        callbacks.append(EarlyStopping(monitor="val/ppl", mode="min",
-                                       patience=cfg.early_stopping_patience))
+        callbacks.append(
+            EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
+        )
     kwargs = asdict(cfg)
     for key in ("early_stopping_patience", "num_workers", "threads"):
         kwargs.pop(key)

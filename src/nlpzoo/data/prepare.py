@@ -43,7 +43,11 @@ class LMDataConfig:
     max_line_bytes: int = 1_000_000  # longer lines are refused (not a sentence-per-line file)
 
     def __post_init__(self) -> None:
-        require(self.source in ("brown", "text"), "source", f"must be brown or text, got {self.source!r}")
+        require(
+            self.source in ("brown", "text"),
+            "source",
+            f"must be brown or text, got {self.source!r}",
+        )
         require(
             len(self.split_tokens) == 2 and all(n > 0 for n in self.split_tokens),
             "split_tokens",
@@ -65,7 +69,9 @@ class MTDataConfig:
     src: str = "de"
     tgt: str = "en"
     test_set: str = "test_2016_flickr"  # multi30k test set used as `test`
-    files: dict = field(default_factory=dict)  # parallel: {train: [src, tgt], valid: [...], test: [...]}
+    files: dict = field(
+        default_factory=dict
+    )  # parallel: {train: [src, tgt], valid: [...], test: [...]}
     max_line_bytes: int = 1_000_000
 
     def __post_init__(self) -> None:
@@ -95,7 +101,7 @@ def iter_checked_lines(raw: Iterator[bytes], name: str, max_line_bytes: int) -> 
     for lineno, line in enumerate(raw, start=1):
         if len(line) > max_line_bytes:
             raise DataError(
-                f"{name}: line {lineno} is {len(line):,} bytes long (limit {max_line_bytes:,}); "
+                f"{name}: line {lineno} is over {max_line_bytes:,} bytes long (the limit); "
                 "expected one sentence per line — is this the right file?"
             )
         try:
@@ -108,12 +114,18 @@ def iter_checked_lines(raw: Iterator[bytes], name: str, max_line_bytes: int) -> 
         yield text.rstrip("\r\n")
 
 
+def _bounded_lines(f, max_line_bytes: int) -> Iterator[bytes]:
+    """Byte lines of `f`, reading at most `max_line_bytes + 1` bytes at a time, so a file without
+    newlines is refused by `iter_checked_lines` without ever being read into memory whole."""
+    return iter(lambda: f.readline(max_line_bytes + 1), b"")
+
+
 def _open_lines(path: Path, max_line_bytes: int) -> Iterator[str]:
     if not path.is_file():
         raise DataError(f"input file not found: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        yield from iter_checked_lines(iter(f.readline, b""), str(path), max_line_bytes)
+        yield from iter_checked_lines(_bounded_lines(f, max_line_bytes), str(path), max_line_bytes)
 
 
 def brown_sentences(zip_path: Path, lowercase: bool, max_line_bytes: int) -> Iterator[list[str]]:
@@ -126,13 +138,16 @@ def brown_sentences(zip_path: Path, lowercase: bool, max_line_bytes: int) -> Ite
         raise DataError(f"{zip_path}: not a zip archive") from None
     with zf:
         members = sorted(
-            n for n in zf.namelist() if n.startswith("brown/c") and n.rsplit("/", 1)[-1][1:].isalnum()
+            n
+            for n in zf.namelist()
+            if n.startswith("brown/c") and n.rsplit("/", 1)[-1][1:].isalnum()
         )
         if not members:
             raise DataError(f"{zip_path}: no `brown/cXNN` files (not the NLTK Brown packaging)")
         for member in members:
             with zf.open(member) as f:
-                for line in iter_checked_lines(iter(f.readline, b""), member, max_line_bytes):
+                raw = _bounded_lines(f, max_line_bytes)
+                for line in iter_checked_lines(raw, member, max_line_bytes):
                     tokens = [tok.rsplit("/", 1)[0] for tok in line.split()]
                     if tokens:
                         yield [t.lower() for t in tokens] if lowercase else tokens
@@ -157,7 +172,7 @@ def prepare_lm(config: LMDataConfig, raw_dir: Path, out_dir: Path) -> dict:
     )
     stats = {split: {"sentences": 0, "tokens": 0} for split in SPLITS}
     with atomic_dir(out_dir) as tmp:
-        files = {s: open(tmp / f"{s}.txt", "w", encoding="utf-8") for s in SPLITS}
+        files = {s: open(tmp / f"{s}.txt", "w", encoding="utf-8") for s in SPLITS}  # noqa: SIM115
         try:
             if config.source == "brown" or "all" in config.files:
                 src = raw_dir / ("brown.zip" if config.source == "brown" else "all.txt")
@@ -165,7 +180,13 @@ def prepare_lm(config: LMDataConfig, raw_dir: Path, out_dir: Path) -> dict:
                 seen = 0
                 for sent in read(src):
                     # the sentence that crosses a boundary stays in the earlier split
-                    split = "train" if seen < n_train else "valid" if seen < n_train + n_valid else "test"
+                    split = (
+                        "train"
+                        if seen < n_train
+                        else "valid"
+                        if seen < n_train + n_valid
+                        else "test"
+                    )
                     files[split].write(" ".join(sent) + "\n")
                     stats[split]["sentences"] += 1
                     stats[split]["tokens"] += len(sent)
@@ -231,7 +252,7 @@ def copy_user_files(files: dict, out_dir: Path, layout: str) -> list[Path]:
         for split, value in sorted(files.items()):
             sources = value if layout == "parallel" else [value]
             suffixes = (".src", ".tgt") if layout == "parallel" else (".txt",)
-            for src, suffix in zip(sources, suffixes):
+            for src, suffix in zip(sources, suffixes, strict=True):
                 src = Path(src).expanduser()
                 if not src.is_file():
                     raise DataError(f"{layout} source: {split} file not found: {src}")
@@ -245,8 +266,9 @@ def copy_user_files(files: dict, out_dir: Path, layout: str) -> list[Path]:
 EVAL_SOURCES = ("analogy", "wordsim353", "simlex999")
 
 
-def fetch_corpus(role: str, lm: LMDataConfig, mt: MTDataConfig, raw_root: Path,
-                 mirror: Path | None) -> list[Path]:
+def fetch_corpus(
+    role: str, lm: LMDataConfig, mt: MTDataConfig, raw_root: Path, mirror: Path | None
+) -> list[Path]:
     """Fetch (or copy) what `prepare@role` reads into `raw_root/role` (replaced as a whole).
 
     lm → brown.zip or the user's text files; mt → the Multi30k files of the language pair (or the
@@ -263,7 +285,9 @@ def fetch_corpus(role: str, lm: LMDataConfig, mt: MTDataConfig, raw_root: Path,
         if role == "lm":
             paths = fetch_sources(["brown"], tmp, mirror)
         elif role == "mt":
-            paths = fetch_sources(["multi30k"], tmp, mirror, files={"multi30k": mt.multi30k_files()})
+            paths = fetch_sources(
+                ["multi30k"], tmp, mirror, files={"multi30k": mt.multi30k_files()}
+            )
         elif role == "eval":
             paths = fetch_sources(list(EVAL_SOURCES), tmp, mirror)
         else:

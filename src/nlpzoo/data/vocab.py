@@ -54,16 +54,23 @@ class Vocab:
         return cls(words, counts)
 
     def save(self, path: Path) -> None:
-        atomic_write_text(path, "".join(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts)))
+        atomic_write_text(
+            path, "".join(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts, strict=True))
+        )
 
     @classmethod
     def load(cls, path: Path) -> Vocab:
         words, counts = [], []
+        if not Path(path).is_file():
+            raise DataError(f"vocabulary not found: {path} (run the vocab stage)")
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                w, c = line.rstrip("\n").split("\t")
+            for lineno, line in enumerate(f, start=1):
+                try:
+                    w, c = line.rstrip("\n").split("\t")
+                    counts.append(int(c))
+                except ValueError:
+                    raise DataError(f"{path}:{lineno}: expected 'word<TAB>count'") from None
                 words.append(w)
-                counts.append(int(c))
         if tuple(words[:4]) != SPECIALS:
             raise DataError(f"{path}: not an nlpzoo vocabulary (first entries must be {SPECIALS})")
         return cls(words, counts)
@@ -126,9 +133,11 @@ def build_lm_vocab(config: LMVocabConfig, prepared_dir: Path, out_dir: Path) -> 
     """
     from nlpzoo.io import atomic_dir, atomic_write_json
 
+    for split in ("train", "valid", "test"):
+        if not (prepared_dir / f"{split}.txt").is_file():
+            name = "training" if split == "train" else split
+            raise DataError(f"prepared {name} split not found: {prepared_dir / f'{split}.txt'}")
     train = prepared_dir / "train.txt"
-    if not train.is_file():
-        raise DataError(f"prepared training split not found: {train}")
     vocab = Vocab.build(count_words(read_lines(train)), config.min_count)
     stats: dict = {"vocab_size": len(vocab), "min_count": config.min_count}
     with atomic_dir(out_dir) as tmp:
@@ -171,6 +180,7 @@ def build_mt_vocab(config: MTVocabConfig, prepared_dir: Path, out_dir: Path, see
             raise DataError(f"prepared MT training split not found: {path}")
         lines.extend(read_lines(path))
     model = io.BytesIO()
+    spm.set_random_generator_seed(seed)
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
         model_writer=model,
@@ -183,7 +193,7 @@ def build_mt_vocab(config: MTVocabConfig, prepared_dir: Path, out_dir: Path, see
         pad_id=PAD,
         user_defined_symbols=["<sep>"],
         num_threads=1,
-        random_seed=seed,
+        hard_vocab_limit=False,  # small corpora: vocab_size is an upper bound, not an error
         minloglevel=2,
     )
     with atomic_dir(out_dir) as tmp:

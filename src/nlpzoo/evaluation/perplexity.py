@@ -18,7 +18,9 @@ def perplexity(log_probs: np.ndarray) -> float:
 
 
 @torch.no_grad()
-def window_log_probs(model, stream: np.ndarray, context_size: int, batch_size: int = 2048) -> np.ndarray:
+def window_log_probs(
+    model, stream: np.ndarray, context_size: int, batch_size: int = 2048
+) -> np.ndarray:
     """log p(w_t | previous `context_size` tokens) for every t, for fixed-window models."""
     from nlpzoo.data.lm import ContextWindows
 

@@ -2,19 +2,19 @@
 
 The probability of the next word given the previous n-1 words is a softmax over the vocabulary:
 
-    x = (C(w_{t-1}), C(w_{t-2}), ..., C(w_{t-n+1}))      concatenated feature vectors, (n-1)·m
+    x = (C(w_{t-n+1}), ..., C(w_{t-2}), C(w_{t-1}))      concatenated feature vectors, (n-1)·m
     y = b + W x + U tanh(d + H x)                         unnormalised log-probabilities, V
     P(w_t = i | context) = exp(y_i) / Σ_j exp(y_j)
 
 Symbols: V vocabulary size, m = `emb_dim` (feature vector size), h = `hidden_dim`, n-1 =
-`context_size`, B batch. C is a V×m table of word feature vectors shared by all positions; H (h×(n-1)m)
-and d the hidden layer; U (V×h) the hidden-to-output weights; W (V×(n-1)m) the optional direct
-connections from the features to the output (`direct`), and b the output biases.
+`context_size`, B batch. C is a V×m table of word feature vectors shared by all positions;
+H (h×(n-1)m) and d the hidden layer; U (V×h) the hidden-to-output weights; W (V×(n-1)m) the
+optional direct connections from the features to the output (`direct`), and b the output biases.
 
 Training maximises the penalised log-likelihood (weight decay on every weight except the biases,
 10^-4 in the paper). The paper trains by stochastic gradient ascent with learning rate
-ε_t = ε_0 / (1 + r t); that is `optimizer: sgd` with `lr_decay: r` here. The default `adam` reaches a
-useful model in a few CPU epochs.
+ε_t = ε_0 / (1 + r t); that is `optimizer: sgd` with `lr_decay: r` here. The default `adam`
+reaches a useful model in a few CPU epochs.
 
 Cost per token of the output layer dominates: |V|·(1 + n·m + h) parameters, so W (the direct
 connections) more than doubles the time of a forward pass when (n-1)·m > h.
@@ -73,7 +73,7 @@ class NNLM(nn.Module):
     def forward(
         self, context: torch.Tensor, targets: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """context (B, n-1) word ids, oldest first; targets (B,). Returns logits (B, V), mean NLL."""
+        """context (B, n-1) ids, oldest first; targets (B,). Returns logits (B, V), mean NLL."""
         B = context.shape[0]
         x = self.C(context).reshape(B, -1)  # (B, (n-1)·m)
         a = torch.tanh(self.H(self.drop(x)))  # (B, h) = tanh(d + H x)
@@ -93,7 +93,7 @@ class NNLM(nn.Module):
         return self.C.weight.detach()
 
     def cost_per_token(self, vocab_size: int) -> int:
-        """Multiply-adds per predicted token: (n-1)m·h + h·V (+ (n-1)m·V with direct connections)."""
+        """Multiply-adds per predicted token: (n-1)m·h + h·V, plus (n-1)m·V with direct links."""
         c = self.config
         nm = c.context_size * c.emb_dim
         return nm * c.hidden_dim + c.hidden_dim * vocab_size + (nm * vocab_size if c.direct else 0)

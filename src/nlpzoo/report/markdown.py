@@ -41,19 +41,24 @@ def lm_table(df: pd.DataFrame) -> pd.DataFrame:
     lm = df[df["test_ppl"].notna()].copy()
     base = lm.loc[lm["family"] == "ngram", "test_ppl"]
     ref = float(base.min()) if len(base) else None
-    table = pd.DataFrame({
-        "run": lm["run"],
-        "family": lm["family"],
-        "valid ppl": lm["valid_ppl"].map("{:.1f}".format),
-        "test ppl": lm["test_ppl"].map("{:.1f}".format),
-        "test ppl / n-gram": lm["test_ppl"].map(lambda v: f"{v / ref:.3f}" if ref else "–"),
-        "parameters": lm.get("params", pd.Series(index=lm.index, dtype=float)).map(
-            lambda v: f"{int(v):,}" if pd.notna(v) else "–"),
-        "train s": lm.get("train_seconds", pd.Series(index=lm.index, dtype=float)).map(
-            lambda v: f"{v:.0f}" if pd.notna(v) else "–"),
-        "tokens/s": lm.get("train_tokens_per_s", pd.Series(index=lm.index, dtype=float)).map(
-            lambda v: f"{v:,.0f}" if pd.notna(v) else "–"),
-    })
+    table = pd.DataFrame(
+        {
+            "run": lm["run"],
+            "family": lm["family"],
+            "valid ppl": lm["valid_ppl"].map("{:.1f}".format),
+            "test ppl": lm["test_ppl"].map("{:.1f}".format),
+            "test ppl / n-gram": lm["test_ppl"].map(lambda v: f"{v / ref:.3f}" if ref else "–"),
+            "parameters": lm.get("params", pd.Series(index=lm.index, dtype=float)).map(
+                lambda v: f"{int(v):,}" if pd.notna(v) else "–"
+            ),
+            "train s": lm.get("train_seconds", pd.Series(index=lm.index, dtype=float)).map(
+                lambda v: f"{v:.0f}" if pd.notna(v) else "–"
+            ),
+            "tokens/s": lm.get("train_tokens_per_s", pd.Series(index=lm.index, dtype=float)).map(
+                lambda v: f"{v:,.0f}" if pd.notna(v) else "–"
+            ),
+        }
+    )
     return table.sort_values("test ppl", key=lambda s: s.astype(float))
 
 

@@ -1,0 +1,167 @@
+"""The real `dvc repro` / `dvc exp run` on tiny params in a temporary git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(cmd: list[str], cwd: Path, env: dict) -> str:
+    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-6000:]}"
+    return out
+
+
+def _ran(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+def _tiny_corpus(path: Path, n_sentences: int, seed: int) -> None:
+    """Sentences from a small grammar: enough structure for a model to learn something."""
+    rng = random.Random(seed)
+    subj = ["the cat", "a dog", "the old man", "my friend", "she", "he", "the children"]
+    verb = ["sees", "likes", "finds", "eats", "reads", "wants"]
+    obj = ["the ball", "a book", "some bread", "the red car", "an apple", "the river"]
+    tail = ["", "today", "again", "in the park", "at night"]
+    lines = [
+        " ".join(
+            filter(
+                None, [rng.choice(subj), rng.choice(verb), rng.choice(obj), rng.choice(tail), "."]
+            )
+        )
+        for _ in range(n_sentences)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _tiny_parallel(folder: Path) -> dict:
+    words = {"hund": "dog", "katze": "cat", "haus": "house", "baum": "tree", "rot": "red"}
+    rng = random.Random(0)
+    files = {}
+    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
+        src, tgt = [], []
+        for _ in range(n):
+            ks = rng.sample(sorted(words), 3)
+            src.append("der " + " ".join(ks))
+            tgt.append("the " + " ".join(words[k] for k in ks))
+        (folder / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")
+        (folder / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+        files[split] = [str(folder / f"{split}.de"), str(folder / f"{split}.en")]
+    return files
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> tuple[Path, dict]:
+    repo = tmp_path_factory.mktemp("project")
+    inputs = tmp_path_factory.mktemp("inputs")
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
+        shutil.copy(ROOT / name, repo / name)
+    for folder in ("stages", "src"):
+        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    _tiny_corpus(inputs / "corpus.txt", 1500, seed=1)
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["lm"].update(
+        source="text", files={"all": str(inputs / "corpus.txt")}, split_tokens=[9000, 2000]
+    )
+    params["mt"].update(source="parallel", files=_tiny_parallel(inputs))
+    params["vocab"]["lm"]["min_count"] = 2
+    params["vocab"]["mt"]["vocab_size"] = 40
+    params["cooccur"]["window"] = 3
+    params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
+    params["models"] = {"ngram": params["models"]["ngram"], "nnlm": params["models"]["nnlm"]}
+    params["nnlm"].update(
+        context_size=2, emb_dim=8, hidden_dim=16, batch_size=64, trainer={"max_epochs": 2}
+    )
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["NLPZOO_LOG_LEVEL"] = "WARNING"
+    _run(["git", "init", "-q"], repo, env)
+    _run(["git", "config", "user.email", "test@example.invalid"], repo, env)
+    _run(["git", "config", "user.name", "test"], repo, env)
+    _run(["dvc", "init", "-q"], repo, env)
+    _run(["dvc", "config", "core.analytics", "false"], repo, env)
+    _run(["git", "add", "-A"], repo, env)
+    _run(["git", "commit", "-qm", "tiny project"], repo, env)
+    return repo, env
+
+
+def test_repro_end_to_end_then_noop(project):
+    repo, env = project
+    out = _run(["dvc", "repro"], repo, env)
+    assert {"train@ngram", "train@nnlm", "evaluate@ngram", "evaluate@nnlm", "report"} <= _ran(out)
+    for run in ("ngram", "nnlm"):
+        m = json.loads((repo / "metrics" / f"{run}.json").read_text())
+        assert 1.0 < m["test_ppl"] < 200, m  # vocabulary of the tiny grammar is ~40 words
+        assert m["valid_tokens"] > 0 and m["mlflow_run_id"]
+        assert (repo / "plots" / f"{run}.csv").is_file()
+    report = (repo / "reports" / "report.md").read_text()
+    assert "| ngram |" in report and "| nnlm |" in report
+    assert not (repo / "checkpoints" / "nnlm").exists(), "a finished run leaves no scratch"
+
+    again = _run(["dvc", "repro"], repo, env)
+    assert _ran(again) == set(), again
+    _run(["git", "add", "-A"], repo, env)
+    _run(["git", "commit", "-qm", "first repro"], repo, env)
+
+
+def test_exp_run_reruns_only_the_changed_run(project):
+    repo, env = project
+    out = _run(["dvc", "exp", "run", "-S", "nnlm.hidden_dim=24", "-n", "wider"], repo, env)
+    assert _ran(out) == {"train@nnlm", "evaluate@nnlm", "report"}, out
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("nlpzoo")
+    runs = client.search_runs(
+        [exp.experiment_id], "tags.`nlpzoo.run` = 'nnlm'", order_by=["attributes.start_time DESC"]
+    )
+    assert len(runs) == 2
+    latest = runs[0]
+    assert latest.data.params["hidden_dim"] == "24"
+    assert latest.data.tags["dvc.exp_name"] == "wider"
+    assert latest.data.tags["nlpzoo.family"] == "nnlm"
+    assert "test_ppl" in latest.data.metrics and "valid_ppl" in latest.data.metrics
+    curve = client.get_metric_history(latest.info.run_id, "val/ppl")
+    assert len(curve) == 2  # one point per epoch
+    m = json.loads((repo / "metrics" / "nnlm.json").read_text())
+    assert m["mlflow_run_id"] == latest.info.run_id
+    assert latest.info.status == "FINISHED"
+
+
+def test_bad_param_fails_before_work(project):
+    repo, env = project
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["nnlm"]["hiden_dim"] = 10
+    bad = repo / "params.yaml"
+    original = bad.read_text()
+    try:
+        bad.write_text(yaml.safe_dump(params, sort_keys=False))
+        res = subprocess.run(
+            ["dvc", "repro", "train@nnlm"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert res.returncode != 0
+        err = res.stdout + res.stderr
+        assert "run 'nnlm'" in err and "hiden_dim" in err and "hidden_dim" in err, err
+    finally:
+        bad.write_text(original)

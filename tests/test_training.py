@@ -1,0 +1,284 @@
+"""Tests for the Lightning glue in nlpzoo.training: FamilyModule, make_trainer, the learning curve,
+the non-finite-loss stop and make_optimizer (weight decay on weights only, ε_0 / (1 + r t))."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from nlpzoo.data.lm import ContextWindows, collate_batched
+from nlpzoo.data.vocab import EOS
+from nlpzoo.errors import TrainingError
+from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
+from nlpzoo.models.nnlm import NNLM, Config
+from nlpzoo.training import FamilyModule, TrainerConfig, make_optimizer, make_trainer
+
+V = 17
+N1 = 2  # context size of the tiny models
+BATCH = 16
+TRAIN_TOKENS = 100  # 6 batches of 16 and one of 4
+VALID_TOKENS = 53  # 3 batches of 16 and one of 5
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)  # make_trainer seeds; undo it afterwards
+    monkeypatch.delenv("PL_SEED_WORKERS", raising=False)
+    yield
+    torch.set_num_threads(before)
+
+
+class RecordingTracker:
+    """Stands in for nlpzoo.tracking.Tracker: records what the callbacks log."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict, int | None]] = []
+
+    def log_metrics(self, metrics, step=None) -> None:
+        self.calls.append((dict(metrics), step))
+
+
+def stream(seed: int, n: int) -> np.ndarray:
+    s = np.random.default_rng(seed).integers(4, V, size=n)
+    s[::7] = EOS
+    return s
+
+
+def loader(tokens: np.ndarray, shuffle: bool, batch_size: int = BATCH) -> DataLoader:
+    return DataLoader(
+        ContextWindows(tokens, N1),
+        batch_size=batch_size,
+        shuffle=shuffle,
+        collate_fn=collate_batched,
+    )
+
+
+def tiny_config(**kw) -> dict:
+    cfg = {"context_size": N1, "emb_dim": 4, "hidden_dim": 6, "batch_size": BATCH, "lr": 1e-2}
+    cfg.update(kw)
+    return cfg
+
+
+def trainer_config(**kw) -> TrainerConfig:
+    base = {
+        "accelerator": "cpu",
+        "devices": 1,
+        "max_epochs": 2,
+        "early_stopping_patience": 0,
+        "log_every_n_steps": 1,
+    }
+    base.update(kw)
+    return TrainerConfig(**base)
+
+
+def read_curve(path: Path) -> tuple[list[str], list[dict]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+# ---------------------------------------------------------------------------------- a short run
+
+
+def test_family_module_trains_and_logs_exact_validation_perplexity(tmp_path):
+    train, valid = stream(0, TRAIN_TOKENS), stream(1, VALID_TOKENS)
+    module = FamilyModule("nnlm", tiny_config(), V, run="tiny")
+    assert isinstance(module.model, NNLM)
+    before = window_log_probs(module.model, valid, N1)
+    tracker = RecordingTracker()
+    plots = tmp_path / "plots" / "tiny.csv"
+    trainer = make_trainer(trainer_config(), "tiny", plots, tmp_path / "ckpt", tracker, seed=0)
+    trainer.fit(module, loader(train, True), loader(valid, False))
+
+    batches_per_epoch = math.ceil(TRAIN_TOKENS / BATCH)
+    assert trainer.global_step == 2 * batches_per_epoch
+
+    # the learning curve: one row per epoch, the documented columns
+    fields, rows = read_curve(plots)
+    assert fields == ["epoch", "step", "train_loss", "val_loss", "val_ppl", "seconds"]
+    assert [int(r["epoch"]) for r in rows] == [0, 1]
+    assert [int(r["step"]) for r in rows] == [batches_per_epoch, 2 * batches_per_epoch]
+    for r in rows:
+        assert math.isfinite(float(r["train_loss"]))  # completed at the end of the epoch
+        assert float(r["val_ppl"]) == pytest.approx(math.exp(float(r["val_loss"])), rel=1e-5)
+        assert float(r["seconds"]) >= 0
+    assert float(rows[1]["seconds"]) >= float(rows[0]["seconds"])
+    assert float(rows[1]["train_loss"]) == pytest.approx(
+        float(trainer.callback_metrics["train/loss_epoch"]), rel=1e-6
+    )
+
+    # val/ppl is the perplexity of the whole validation stream, not an average over batches
+    module.eval()
+    lp = window_log_probs(module.model, valid, N1)
+    exact = perplexity(lp)
+    assert not np.allclose(lp, before)  # it did train
+    logged = float(trainer.callback_metrics["val/ppl"])
+    assert logged == pytest.approx(exact, rel=1e-5)
+    assert float(trainer.callback_metrics["val/loss"]) == pytest.approx(-lp.mean(), rel=1e-5)
+    assert float(rows[-1]["val_ppl"]) == pytest.approx(exact, rel=1e-5)
+    # ... and the data make the difference visible: per-batch averages are measurably off
+    sizes = [16, 16, 16, 5]
+    bounds = np.cumsum([0, *sizes])
+    batch_nll = [-lp[a:b].mean() for a, b in itertools.pairwise(bounds)]
+    assert abs(math.exp(np.mean(batch_nll)) / exact - 1) > 1e-3
+    assert abs(np.mean(np.exp(batch_nll)) / exact - 1) > 1e-3
+
+    # what went to the tracker: val/loss, val/ppl, epoch at each curve step, train/loss per step
+    val_calls = [(m, s) for m, s in tracker.calls if "val/ppl" in m]
+    assert [s for _, s in val_calls] == [batches_per_epoch, 2 * batches_per_epoch]
+    assert [m["epoch"] for m, _ in val_calls] == [0, 1]
+    assert val_calls[-1][0]["val/ppl"] == pytest.approx(exact, rel=1e-5)
+    train_steps = [s for m, s in tracker.calls if "train/loss" in m]
+    # every step once (log_every_n_steps=1), counted from 0 or 1
+    assert train_steps == list(range(train_steps[0], train_steps[0] + 2 * batches_per_epoch))
+    assert train_steps[0] in (0, 1)
+
+    # checkpoints in the checkpoint directory
+    assert (tmp_path / "ckpt" / "best.ckpt").is_file()
+    assert (tmp_path / "ckpt" / "last.ckpt").is_file()
+
+
+# ---------------------------------------------------------------------------------- non-finite loss
+
+
+def test_nan_loss_stops_training_naming_run_step_and_hint(tmp_path, monkeypatch):
+    train, valid = stream(2, TRAIN_TOKENS), stream(3, VALID_TOKENS)
+    module = FamilyModule("nnlm", tiny_config(), V, run="nan-run")
+    real_forward = module.model.forward
+    calls = {"train": 0}
+    bad_call = 9  # epoch 1 (7 batches per epoch), batch 2; 9 optimizer steps before it
+
+    def forward(context, targets=None):
+        logits, loss = real_forward(context, targets)
+        if torch.is_grad_enabled() and module.model.training:
+            calls["train"] += 1
+            if calls["train"] == bad_call + 1:
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(module.model, "forward", forward)
+    plots = tmp_path / "nan.csv"
+    trainer = make_trainer(
+        trainer_config(max_epochs=3), "nan-run", plots, tmp_path / "ckpt", None, seed=0
+    )
+    with pytest.raises(TrainingError) as e:
+        trainer.fit(module, loader(train, True), loader(valid, False))
+    msg = str(e.value)
+    assert "nan-run" in msg
+    assert "nan" in msg.lower()
+    assert "epoch 1" in msg and "batch 2" in msg
+    step = re.search(r"\bstep (\d+)", msg)
+    assert step is not None, msg
+    # the step of the bad loss (9), or the optimizer step it fed (10): never the batch index
+    assert int(step.group(1)) in (bad_call, bad_call + 1)
+    assert "hint" in msg and "learning rate" in msg
+    assert calls["train"] == bad_call + 1  # stopped at once
+    _, rows = read_curve(plots)
+    assert [int(r["epoch"]) for r in rows] == [0]  # only the epoch completed before
+
+
+def test_diverging_learning_rate_raises_training_error(tmp_path):
+    train, valid = stream(4, TRAIN_TOKENS), stream(5, VALID_TOKENS)
+    module = FamilyModule("nnlm", tiny_config(optimizer="sgd", lr=1e30), V, run="hot")
+    trainer = make_trainer(
+        trainer_config(max_epochs=1), "hot", tmp_path / "hot.csv", tmp_path / "ckpt", None, seed=0
+    )
+    with pytest.raises(TrainingError, match=r"run 'hot'.*step \d+.*hint.*lr=1e\+30"):
+        trainer.fit(module, loader(train, True), loader(valid, False))
+
+
+# ---------------------------------------------------------------------------------- optimizer
+
+
+def nnlm(direct: bool = True, **kw) -> tuple[NNLM, Config]:
+    torch.manual_seed(0)
+    cfg = Config(context_size=N1, emb_dim=4, hidden_dim=6, direct=direct, **kw)
+    return NNLM(cfg, V), cfg
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "cls"), [("adam", torch.optim.Adam), ("sgd", torch.optim.SGD)]
+)
+def test_weight_decay_on_weights_not_biases(optimizer, cls):
+    model, cfg = nnlm(optimizer=optimizer, weight_decay=0.25)
+    opt = make_optimizer(model, cfg)
+    assert type(opt) is cls  # Adam with L2 in the gradient, the paper's penalty (not AdamW)
+    decay_of = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    assert (
+        len(decay_of)
+        == len(list(model.parameters()))
+        == sum(len(g["params"]) for g in opt.param_groups)
+    )  # every parameter in exactly one group
+    biases = {"H.bias", "U.bias"}
+    for name, p in model.named_parameters():
+        assert decay_of[id(p)] == (0.0 if name in biases else 0.25), name
+    assert {n for n, _ in model.named_parameters()} == biases | {
+        "C.weight",
+        "H.weight",
+        "U.weight",
+        "W.weight",
+    }
+
+    # the behaviour, not only the bookkeeping: a step with zero gradients only shrinks weights
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    for name, p in model.named_parameters():
+        if name in biases:
+            assert torch.equal(p.detach(), before[name]), name
+        elif optimizer == "sgd":
+            torch.testing.assert_close(p.detach(), before[name] * (1 - cfg.lr * 0.25))
+        else:  # Adam normalises the L2 gradient λθ: every weight moves lr towards zero
+            torch.testing.assert_close(
+                p.detach(), before[name] - cfg.lr * torch.sign(before[name]), atol=1e-6, rtol=0
+            )
+
+
+def test_adam_without_weight_decay_is_plain_adam():
+    model, cfg = nnlm(optimizer="adam", weight_decay=0.0)
+    opt = make_optimizer(model, cfg)
+    assert type(opt) is torch.optim.Adam
+    assert all(g["weight_decay"] == 0.0 for g in opt.param_groups)
+
+
+@pytest.mark.parametrize("r", [0.1, 2.5])
+def test_sgd_learning_rate_decays_as_in_the_paper(r):
+    model, cfg = nnlm(optimizer="sgd", lr=0.3, lr_decay=r)
+    out = make_optimizer(model, cfg)
+    opt = out["optimizer"]
+    sched = out["lr_scheduler"]["scheduler"]
+    assert out["lr_scheduler"]["interval"] == "step"
+    assert isinstance(opt, torch.optim.SGD)
+    assert all(g["lr"] == pytest.approx(0.3) for g in opt.param_groups)
+    for t in range(1, 8):
+        opt.step()
+        sched.step()
+        for g in opt.param_groups:
+            assert g["lr"] == pytest.approx(0.3 / (1 + r * t), rel=1e-12), t
+
+
+def test_no_scheduler_without_decay():
+    model, cfg = nnlm(optimizer="sgd", lr=0.3, lr_decay=0.0)
+    assert isinstance(make_optimizer(model, cfg), torch.optim.SGD)
+
+
+def test_lr_decay_is_applied_per_step_inside_the_trainer(tmp_path):
+    train, valid = stream(6, 5 * BATCH), stream(7, VALID_TOKENS)  # exactly 5 steps per epoch
+    module = FamilyModule("nnlm", tiny_config(optimizer="sgd", lr=0.2, lr_decay=0.5), V, run="sgd")
+    trainer = make_trainer(
+        trainer_config(max_epochs=1), "sgd", tmp_path / "sgd.csv", tmp_path / "ckpt", None, seed=0
+    )
+    trainer.fit(module, loader(train, True), loader(valid, False))
+    assert trainer.global_step == 5
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.2 / (1 + 0.5 * 5))
