@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    # a deprecation inside Lightning itself, printed once per process; nothing a user can act on
+    warnings.filterwarnings("ignore", message=r".*treespec.*LeafSpec.*")
     for noisy in ("alembic", "mlflow", "pytorch_lightning", "lightning", "lightning_fabric"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
