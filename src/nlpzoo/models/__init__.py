@@ -1,15 +1,33 @@
-"""The model families: family name → (Config dataclass, model class). One file per family."""
+"""The model families: family name → (Config dataclass, model class). One file per family.
+
+Contract of a language-model family (task "lm"), so the shared training and scoring code can run it:
+
+    class Config:                      # dataclass; hyper-parameters incl. batch_size, optimizer,
+                                       # lr, weight_decay (and lr_decay for sgd); checks in
+                                       # __post_init__ via nlpzoo.config.require
+    class Model(nn.Module):
+        INPUT = "window" | "stream"    # fixed context windows (NNLM) or contiguous (B, T) blocks
+        STATEFUL = False | True        # stream models whose state is carried across blocks (RNNs)
+        def __init__(self, config, vocab_size, counts=None)   # counts: training count per id
+        def forward(inputs, targets=None[, state]) -> (logits, loss[, state])
+        def token_log_probs(inputs, targets[, state]) -> (log p of each target[, state])
+        def embeddings() -> (V, d) input word vectors
+
+`window`: inputs (B, n-1), targets (B,). `stream`: inputs (B, T), targets (B, T) = inputs shifted
+by one token. `token_log_probs` is exact (normalised over the whole vocabulary), whatever the
+output layer, and is what perplexity is computed from.
+"""
 
 from __future__ import annotations
 
 from nlpzoo.models import ngram, nnlm
 
-# task: what data the family trains on and how it is scored
 FAMILIES = {
     "ngram": (ngram.Config, ngram.KneserNey),
     "nnlm": (nnlm.Config, nnlm.NNLM),
 }
 
+# the data each family trains on and how it is scored
 TASKS = {
     "ngram": "lm",
     "nnlm": "lm",
