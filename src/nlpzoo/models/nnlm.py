@@ -11,24 +11,40 @@ Symbols: V vocabulary size, m = `emb_dim` (feature vector size), h = `hidden_dim
 H (h×(n-1)m) and d the hidden layer; U (V×h) the hidden-to-output weights; W (V×(n-1)m) the
 optional direct connections from the features to the output (`direct`), and b the output biases.
 
+Output layer (`output`, see models/outputs.py; every kind gives exact normalised probabilities):
+  softmax       the paper's: `out` is U and b (a full softmax), W a separate V×(n-1)m matrix.
+  hierarchical  a path of sigmoids over a binary Huffman tree of the training counts (Morin &
+                Bengio 2005, the paper's own sequel); needs `counts`.
+  adaptive      Grave et al. 2017: a head softmax over ids [0, cutoffs[0]) plus one token per
+                tail cluster [cutoffs[i], cutoffs[i+1]); `cutoffs: []` is a full softmax.
+Direct connections for every kind: the output layer reads z = [tanh(d + H x); x], h + (n-1)m
+wide. For the softmax this is exactly b + W x + U tanh(d + H x) with [U W] its weight, which is how
+it is written below; for the other kinds the tree nodes (or head and tail projections) see x too.
+
 Training maximises the penalised log-likelihood (weight decay on every weight except the biases,
 10^-4 in the paper). The paper trains by stochastic gradient ascent with learning rate
 ε_t = ε_0 / (1 + r t); that is `optimizer: sgd` with `lr_decay: r` here. The default `adam`
 reaches a useful model in a few CPU epochs.
 
-Cost per token of the output layer dominates: |V|·(1 + n·m + h) parameters, so W (the direct
-connections) more than doubles the time of a forward pass when (n-1)·m > h.
+Cost per token of the output layer dominates the full softmax: |V|·(1 + n·m + h) parameters, so
+W (the direct connections) more than doubles the time of a forward pass when (n-1)·m > h. The
+hierarchical and adaptive layers cut the h·V term to about h·log₂V and h·(cutoffs[0] + tails).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nlpzoo.config import require
+from nlpzoo.errors import ConfigError
+from nlpzoo.models.outputs import KINDS, make_output
 
 
 @dataclass
@@ -37,7 +53,9 @@ class Config:
     emb_dim: int = 60  # m, size of the word feature vectors C(w)
     hidden_dim: int = 100  # h, tanh hidden units
     direct: bool = False  # direct connections W from features to outputs (paper: yes/no both tried)
-    output: str = "softmax"  # full softmax over V
+    output: str = "softmax"  # softmax | hierarchical (Huffman tree) | adaptive (Grave et al. 2017)
+    cutoffs: list[int] = field(default_factory=lambda: [2000, 6000])  # adaptive: cluster starts
+    div_value: float = 4.0  # adaptive: tail i projects to size d / div_value^(i+1)
     dropout: float = 0.0  # not in the paper; 0 reproduces it
     batch_size: int = 256
     optimizer: str = "adam"  # adam | sgd (the paper: sgd with lr / (1 + lr_decay * step))
@@ -48,7 +66,14 @@ class Config:
     def __post_init__(self) -> None:
         for key in ("context_size", "emb_dim", "hidden_dim", "batch_size"):
             require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
-        require(self.output == "softmax", "output", f"must be softmax, got {self.output!r}")
+        require(self.output in KINDS, "output", f"must be one of {KINDS}, got {self.output!r}")
+        bounds = [0, *self.cutoffs]
+        require(
+            all(a < b for a, b in zip(bounds[:-1], bounds[1:], strict=True)),
+            "cutoffs",
+            f"must be strictly increasing positive ids, got {self.cutoffs}",
+        )
+        require(self.div_value >= 1, "div_value", f"must be >= 1, got {self.div_value}")
         require(0.0 <= self.dropout < 1.0, "dropout", f"must be in [0, 1), got {self.dropout}")
         require(self.optimizer in ("adam", "sgd"), "optimizer", "must be adam or sgd")
         require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
@@ -57,43 +82,120 @@ class Config:
 
 
 class NNLM(nn.Module):
-    """y = b + W x + U tanh(d + H x), x the concatenated context features."""
+    """y = b + W x + U tanh(d + H x), x the concatenated context features; or, with a
+    hierarchical or adaptive output, log p(w | z) for z = tanh(d + H x) (direct: [tanh(d + H x); x])."""
 
-    def __init__(self, config: Config, vocab_size: int) -> None:
+    INPUT = "window"  # context (B, n-1), targets (B,)
+    STATEFUL = False
+
+    def __init__(
+        self, config: Config, vocab_size: int, counts: Sequence[int] | np.ndarray | None = None
+    ) -> None:
         super().__init__()
         self.config = config
+        self.vocab_size = vocab_size
         n1, m, h = config.context_size, config.emb_dim, config.hidden_dim
+        self.softmax = config.output == "softmax"
+        if config.output == "adaptive" and config.cutoffs and config.cutoffs[-1] >= vocab_size:
+            raise ConfigError(
+                f"key 'cutoffs' must be below the vocabulary size {vocab_size} (ids are "
+                f"frequency-sorted; each cut-off starts a tail cluster), got {config.cutoffs}"
+            )
+        if config.output == "hierarchical" and counts is None:
+            raise ConfigError(
+                "key 'output' hierarchical builds a Huffman tree from the training count of "
+                "each word: construct the model with counts= (the vocabulary's counts)"
+            )
+        if counts is not None and len(counts) != vocab_size:
+            raise ValueError(f"counts has {len(counts)} entries for a vocabulary of {vocab_size}")
         self.C = nn.Embedding(vocab_size, m)  # word feature vectors, V×m
         self.H = nn.Linear(n1 * m, h)  # hidden layer; its bias is d
-        self.U = nn.Linear(h, vocab_size)  # hidden→output; its bias is b
-        self.W = nn.Linear(n1 * m, vocab_size, bias=False) if config.direct else None
+        # softmax: out is U (V×h) with bias b, and W is its own matrix; other outputs read
+        # z = [tanh(d + H x); x] when direct, so their input is h + (n-1)m wide
+        d_out = h + n1 * m if config.direct and not self.softmax else h
+        self.out = make_output(
+            config.output, d_out, vocab_size, counts, config.cutoffs, config.div_value
+        )
+        self.W = nn.Linear(n1 * m, vocab_size, bias=False) if config.direct and self.softmax else None
         self.drop = nn.Dropout(config.dropout)
         nn.init.uniform_(self.C.weight, -0.1, 0.1)
 
-    def forward(
-        self, context: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """context (B, n-1) ids, oldest first; targets (B,). Returns logits (B, V), mean NLL."""
+    def _hidden(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, (n-1)·m), the concatenated features, and a = tanh(d + H x) (B, h)."""
         B = context.shape[0]
-        x = self.C(context).reshape(B, -1)  # (B, (n-1)·m)
-        a = torch.tanh(self.H(self.drop(x)))  # (B, h) = tanh(d + H x)
-        y = self.U(self.drop(a))  # (B, V) = b + U tanh(d + H x)
+        x = self.C(context).reshape(B, -1)  # (B, (n-1)·m), oldest word first
+        a = torch.tanh(self.H(self.drop(x)))  # (B, h)
+        return x, a
+
+    def _logits(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """Softmax output only: y = b + W x + U tanh(d + H x), (B, V)."""
+        y = self.out(self.drop(a))  # (B, V) = b + U tanh(d + H x)
         if self.W is not None:
             y = y + self.W(x)  # + W x, the direct connections
-        loss = F.cross_entropy(y, targets) if targets is not None else None
-        return y, loss
+        return y
 
-    def log_probs(self, context: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Natural-log probability of each target, (B,)."""
-        logits, _ = self.forward(context)
-        return torch.log_softmax(logits.float(), dim=-1).gather(1, targets[:, None]).squeeze(1)
+    def _z(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """Hierarchical / adaptive input: z = [a; x] with direct connections, else a."""
+        a = self.drop(a)
+        return torch.cat([a, x], dim=1) if self.config.direct else a  # (B, h [+ (n-1)·m])
+
+    def forward(
+        self, context: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """context (B, n-1) ids, oldest first; targets (B,). Returns (logits (B, V), mean NLL) for
+        the softmax; (None, mean NLL) for the other outputs, which never form all V scores."""
+        x, a = self._hidden(context)
+        if self.softmax:
+            y = self._logits(x, a)
+            return y, F.cross_entropy(y, targets) if targets is not None else None
+        if targets is None:
+            return None, None
+        return None, -self.out.log_prob(self._z(x, a), targets).mean()
+
+    def token_log_probs(self, context: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Natural-log probability of each target, (B,), exact for every output kind."""
+        x, a = self._hidden(context)
+        if self.softmax:
+            logp = torch.log_softmax(self._logits(x, a).float(), dim=-1)  # (B, V)
+            return logp.gather(1, targets[:, None]).squeeze(1)
+        return self.out.log_prob(self._z(x, a), targets).float()
+
+    # tests/evaluation/test_perplexity.py still calls the old name
+    log_probs = token_log_probs
+
+    def log_prob_all(self, context: torch.Tensor) -> torch.Tensor:
+        """The whole next-word distribution, log p(· | context), (B, V)."""
+        x, a = self._hidden(context)
+        if self.softmax:
+            return torch.log_softmax(self._logits(x, a).float(), dim=-1)
+        return self.out.log_prob_all(self._z(x, a)).float()
 
     def embeddings(self) -> torch.Tensor:
         """The feature vectors C, (V, m): the word representations the paper learns."""
         return self.C.weight.detach()
 
-    def cost_per_token(self, vocab_size: int) -> int:
-        """Multiply-adds per predicted token: (n-1)m·h + h·V, plus (n-1)m·V with direct links."""
+    def cost_per_token(self, vocab_size: int) -> float:
+        """Multiply-adds per predicted token, Mikolov et al. (2013)'s Q for the NNLM:
+
+            Q = N·D + N·D·H + O       N = context_size, D = emb_dim, H = hidden_dim
+
+        N·D is the projection (copying the context vectors), N·D·H the hidden layer, and O the
+        output layer, whose input is H wide, or H + N·D with direct connections:
+          softmax       O = H·V (+ N·D·V direct)
+          hierarchical  O = (H [+ N·D])·log₂V   (a balanced tree; the Huffman tree's measured
+                        mean path is in `self.out.num_ops_per_token()`)
+          adaptive      O = the layer's expected cost over the training counts (head, plus each
+                        tail weighted by its share of tokens: `self.out.num_ops_per_token()`);
+                        the model's own V and cut-offs, `vocab_size` is not used
+        Biases and the nonlinearities are not counted.
+        """
         c = self.config
-        nm = c.context_size * c.emb_dim
-        return nm * c.hidden_dim + c.hidden_dim * vocab_size + (nm * vocab_size if c.direct else 0)
+        nd = c.context_size * c.emb_dim
+        d_out = c.hidden_dim + (nd if c.direct else 0)  # the output layer's input width
+        if c.output == "softmax":
+            out = d_out * vocab_size  # H·V + N·D·V
+        elif c.output == "hierarchical":
+            out = d_out * math.log2(vocab_size)
+        else:
+            out = self.out.num_ops_per_token()
+        return float(nd + nd * c.hidden_dim + out)

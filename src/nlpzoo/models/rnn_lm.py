@@ -1,0 +1,182 @@
+"""Recurrent language models: Elman's tanh RNN and the (deep) LSTM, one file for both.
+
+`cell: rnn` is the simple recurrent network of Elman (1990), used as a language model by Mikolov,
+Karafiát, Burget, Černocký & Khudanpur (Interspeech 2010, "RNNLM"). With x_t = E w_t:
+
+    h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)
+    y_t = b + U h_t,         P(w_{t+1} = i | w_1..w_t) = softmax(y_t)_i
+
+`cell: lstm` replaces the recurrence by the long short-term memory of Hochreiter & Schmidhuber
+(1997), in the form with a forget gate that PyTorch implements:
+
+    i, f, g, o = σ(·), σ(·), tanh(·), σ(·)  of  W_ih x_t + b_ih + W_hh h_{t-1} + b_hh   (4h rows)
+    c_t = f ⊙ c_{t-1} + i ⊙ g,     h_t = o ⊙ tanh(c_t)
+
+Layers stack (`num_layers`): layer l reads h_t of layer l-1. As in Zaremba, Sutskever & Vinyals
+(2014), "Recurrent neural network regularization", dropout acts only on the non-recurrent
+connections: on the embeddings, between layers and before the output layer — never on h_{t-1} → h_t.
+With `tie_weights` the output matrix U is the input embedding E (Press & Wolf 2017; Inan, Khosravi
+& Socher 2017), which needs emb_dim == hidden_dim and removes V·d parameters.
+
+Training is truncated back-propagation through time: the stream is cut into (B, T) blocks, the
+final state of one block starts the next (`STATEFUL`), and gradients stop at block boundaries
+(`detach_state`). Gradient clipping, which the RNN needs, is the trainer's `gradient_clip_val`.
+
+Symbols: B batch, T time steps per block (`bptt`), V vocabulary, d = `emb_dim`, h = `hidden_dim`,
+L = `num_layers`, g gates per cell (1 for rnn, 4 for lstm).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nlpzoo.config import require
+
+State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # h, or (h, c); each (L, B, h)
+
+# Paper settings, for reference (all SGD without momentum, gradient norm clipped):
+#   Mikolov 2010:          1 layer, h 60-400 sigmoid, no dropout, BPTT, lr 0.1 halved on plateau
+#   Zaremba 2014 small:    2 × 200 LSTM, dropout 0,   bptt 20, batch 20, lr 1,  clip 5, init 0.1
+#   Zaremba 2014 medium:   2 × 650 LSTM, dropout 0.5, bptt 35, batch 20, lr 1,  clip 5, init 0.05
+#   pytorch/examples word_language_model: 2 × 200, dropout 0.2, bptt 35, lr 20, clip 0.25
+# The defaults below are Zaremba's small sizes with the medium bptt, light dropout and tying, and
+# Adam, so that a CPU reaches a useful perplexity on Brown (1.16 M tokens) in a few epochs.
+
+
+@dataclass
+class Config:
+    cell: str = "lstm"  # rnn (Elman tanh) | lstm
+    emb_dim: int = 200  # d, size of the input word vectors E w
+    hidden_dim: int = 200  # h, units per recurrent layer
+    num_layers: int = 2  # L, stacked recurrent layers (Zaremba: 2)
+    dropout: float = 0.2  # on embeddings, between layers, before the output (Zaremba medium: 0.5)
+    tie_weights: bool = True  # output matrix U = input embedding E (needs emb_dim == hidden_dim)
+    bptt: int = 35  # T, truncated back-propagation length (tokens per block)
+    batch_size: int = 20  # B, parallel streams (Zaremba: 20)
+    optimizer: str = "adam"  # adam | sgd (papers: sgd, lr 1 with clip 5, or lr 20 with clip 0.25)
+    lr: float = 1e-3
+    lr_decay: float = 0.0  # r in ε_t = ε_0 / (1 + r t), sgd only (Zaremba: ÷2 per epoch instead)
+    weight_decay: float = 0.0  # dropout is the regulariser here, as in Zaremba
+    output: str = "softmax"  # full softmax over V (an adaptive output comes later)
+    init_range: float = 0.1  # every parameter ~ U(-r, r) (Zaremba: 0.1 small, 0.05 medium)
+
+    def __post_init__(self) -> None:
+        require(self.cell in ("rnn", "lstm"), "cell", f"must be rnn or lstm, got {self.cell!r}")
+        for key in ("emb_dim", "hidden_dim", "num_layers", "bptt", "batch_size"):
+            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
+        require(0.0 <= self.dropout < 1.0, "dropout", f"must be in [0, 1), got {self.dropout}")
+        require(
+            not self.tie_weights or self.emb_dim == self.hidden_dim,
+            "tie_weights",
+            f"needs emb_dim == hidden_dim (the output matrix is the embedding), got "
+            f"emb_dim {self.emb_dim} and hidden_dim {self.hidden_dim}",
+        )
+        require(self.optimizer in ("adam", "sgd"), "optimizer", "must be adam or sgd")
+        require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
+        require(self.lr_decay >= 0, "lr_decay", "must be >= 0")
+        require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        require(self.output == "softmax", "output", f"must be softmax, got {self.output!r}")
+        require(self.init_range > 0, "init_range", f"must be positive, got {self.init_range}")
+
+
+class RNNLM(nn.Module):
+    """Embedding → L recurrent layers (tanh RNN or LSTM) → softmax over V, state carried on."""
+
+    INPUT = "stream"  # contiguous (B, T) blocks of the token stream
+    STATEFUL = True  # the last state of one block starts the next (truncated BPTT)
+
+    def __init__(self, config: Config, vocab_size: int, counts: list[int] | None = None) -> None:
+        super().__init__()
+        # counts (training frequency per id) are not used by the full softmax
+        self.config = c = config
+        self.embed = nn.Embedding(vocab_size, c.emb_dim)  # E, V×d
+        # Zaremba dropout: nn.RNN/nn.LSTM apply `dropout` to the outputs of every layer but the
+        # last, i.e. between layers and never on the recurrent connections
+        between = c.dropout if c.num_layers > 1 else 0.0
+        if c.cell == "rnn":
+            self.rnn = nn.RNN(
+                c.emb_dim,
+                c.hidden_dim,
+                c.num_layers,
+                nonlinearity="tanh",
+                batch_first=True,
+                dropout=between,
+            )
+        else:
+            self.rnn = nn.LSTM(
+                c.emb_dim, c.hidden_dim, c.num_layers, batch_first=True, dropout=between
+            )
+        self.drop = nn.Dropout(c.dropout)  # on the embeddings and before the output layer
+        self.out = nn.Linear(c.hidden_dim, vocab_size)  # U (V×h) and b
+        for p in self.parameters():
+            nn.init.uniform_(p, -c.init_range, c.init_range)  # Zaremba et al.: all parameters
+        if c.tie_weights:
+            # weight tying (Press & Wolf 2017; Inan et al. 2017): U and E are one parameter
+            pass
+
+    def init_state(self, batch_size: int, device: torch.device | str | None = None) -> State:
+        """Zero state for `batch_size` streams: h, or (h, c) for the LSTM, each (L, B, h)."""
+        c = self.config
+        dtype = self.embed.weight.dtype
+        h = torch.zeros(c.num_layers, batch_size, c.hidden_dim, device=device, dtype=dtype)
+        return h if c.cell == "rnn" else (h, torch.zeros_like(h))
+
+    @staticmethod
+    def detach_state(state: State) -> State:
+        """The same values, cut from the graph: back-propagation stops at the block boundary."""
+        if isinstance(state, tuple):
+            return tuple(s.detach() for s in state)
+        return state.detach()
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        state: State | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, State]:
+        """inputs, targets (B, T) ids; state from the previous block or None (zeros).
+
+        Returns logits (B, T, V), the mean cross-entropy over all B·T targets (or None), and the
+        state after the last step.
+        """
+        if state is None:
+            state = self.init_state(inputs.shape[0], inputs.device)
+        x = self.drop(self.embed(inputs))  # (B, T, d)
+        hs, state = self.rnn(x, state)  # (B, T, h); state (L, B, h) or a pair of them
+        logits = self.out(self.drop(hs))  # (B, T, V) = b + U h_t
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        return logits, loss, state
+
+    def token_log_probs(
+        self, inputs: torch.Tensor, targets: torch.Tensor, state: State | None = None
+    ) -> tuple[torch.Tensor, State]:
+        """Natural-log probability of each target, (B, T) float32, and the new state."""
+        logits, _, state = self.forward(inputs, None, state)
+        logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V), normalised over all of V
+        return logp.gather(-1, targets[..., None]).squeeze(-1), state  # (B, T)
+
+    def embeddings(self) -> torch.Tensor:
+        """The input word vectors E, (V, d)."""
+        return self.embed.weight.detach()
+
+    def cost_per_token(self, vocab_size: int) -> int:
+        """Multiply-adds per predicted token: Σ_l g·h·(in_l + h) + h·V.
+
+        Layer l multiplies its input (d for the first layer, h above) and h_{t-1} by g·h rows
+        (g = 1 for rnn, 4 for lstm: the input, forget, cell and output rows); the output layer
+        multiplies h_t by U (V×h). The embedding is a lookup, biases and gates' pointwise ops
+        are not counted. The output term dominates: 2.6 M of the 3.3 M at the defaults, V 13192.
+        """
+        c = self.config
+        g = 1 if c.cell == "rnn" else 4
+        recurrent = sum(
+            g * c.hidden_dim * ((c.emb_dim if layer == 0 else c.hidden_dim) + c.hidden_dim)
+            for layer in range(c.num_layers)
+        )
+        return recurrent + c.hidden_dim * vocab_size
