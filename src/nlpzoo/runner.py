@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from nlpzoo.config import build, closest
-from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, load_stream
+from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, Vocab, load_stream
 from nlpzoo.errors import ConfigError, DataError
 from nlpzoo.io import atomic_dir, atomic_write_json
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
@@ -35,13 +35,13 @@ log = logging.getLogger(__name__)
 SECTIONS = (
     "seed",
     "models",
-    "corpus",
     "lm",
     "mt",
     "vocab",
     "cooccur",
     "trainer",
     "mlflow",
+    "mixture",
     "report",
 )
 
@@ -134,6 +134,7 @@ def validate_params(params: dict) -> None:
     for name in specs:
         run_configs(params, name)
     build(MlflowConfig, params.get("mlflow"), "mlflow")
+    build(MixtureConfig, params.get("mixture"), "mixture")
     vocab = params.get("vocab") or {}
     build(LMVocabConfig, vocab.get("lm"), "vocab.lm")
     build(MTVocabConfig, vocab.get("mt"), "vocab.mt")
@@ -160,7 +161,8 @@ def train(params: dict, name: str, root: Path) -> dict:
     if TASKS[spec.family] == "lm":
         train_stream = load_stream(data_dir, "train")
         valid_stream = load_stream(data_dir, "valid")
-        vocab_size = _vocab_size(data_dir)
+        vocab = Vocab.load(data_dir / "vocab.txt")
+        vocab_size = len(vocab)
     else:  # pragma: no cover - other tasks arrive with their families
         raise ConfigError(f"run '{name}': task {TASKS[spec.family]} is not supported yet")
 
@@ -183,7 +185,7 @@ def train(params: dict, name: str, root: Path) -> dict:
                     spec,
                     cfg,
                     trainer_cfg,
-                    vocab_size,
+                    vocab,
                     train_stream,
                     valid_stream,
                     tmp,
@@ -218,13 +220,6 @@ def train(params: dict, name: str, root: Path) -> dict:
     return stats
 
 
-def _vocab_size(data_dir: Path) -> int:
-    stats_path = data_dir / "stats.json"
-    if not stats_path.is_file():
-        raise DataError(f"vocabulary statistics not found: {stats_path} (run the vocab stage)")
-    return int(json.loads(stats_path.read_text())["vocab_size"])
-
-
 def _train_ngram(cfg, vocab_size, train_stream, valid_stream, out_dir, plots_path) -> dict:
     from nlpzoo.io import atomic_open
     from nlpzoo.models.ngram import KneserNey
@@ -253,11 +248,19 @@ def _check_context(stream: np.ndarray, context: int, split: str, run: str) -> No
         )
 
 
+def _context_of(cfg) -> int:
+    """Tokens one training example spans: the window, the BPTT length or the block."""
+    for key in ("context_size", "bptt", "block_size"):
+        if hasattr(cfg, key):
+            return getattr(cfg, key)
+    return 1
+
+
 def _train_neural(
     spec,
     cfg,
     trainer_cfg,
-    vocab_size,
+    vocab,
     train_stream,
     valid_stream,
     out_dir,
@@ -267,29 +270,22 @@ def _train_neural(
     seed,
 ) -> dict:
     import torch
-    from torch.utils.data import DataLoader
 
-    from nlpzoo.data.lm import ContextWindows, collate_batched
+    from nlpzoo.data.lm import LMDataModule
     from nlpzoo.training import FamilyModule, make_trainer
 
+    _, model_cls = FAMILIES[spec.family]
     for split, stream in (("train", train_stream), ("valid", valid_stream)):
-        _check_context(stream, cfg.context_size, split, spec.name)
-    train_ds = ContextWindows(train_stream, cfg.context_size)
-    valid_ds = ContextWindows(valid_stream, cfg.context_size)
-    loader = lambda ds, shuffle: DataLoader(  # noqa: E731
-        ds,
-        batch_size=cfg.batch_size,
-        shuffle=shuffle,
-        collate_fn=collate_batched,
-        num_workers=trainer_cfg.num_workers,
-        persistent_workers=trainer_cfg.num_workers > 0,
+        _check_context(stream, _context_of(cfg), split, spec.name)
+    module = FamilyModule(spec.family, asdict(cfg), len(vocab), run=spec.name, counts=vocab.counts)
+    data = LMDataModule(
+        model_cls, cfg, train_stream, valid_stream, num_workers=trainer_cfg.num_workers, seed=seed
     )
-    module = FamilyModule(spec.family, asdict(cfg), vocab_size, run=spec.name)
     ckpt_dir = root / "checkpoints" / spec.name
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     trainer = make_trainer(trainer_cfg, spec.name, plots_path, ckpt_dir, tracker, seed)
     t0 = time.time()
-    trainer.fit(module, loader(train_ds, True), loader(valid_ds, False))
+    trainer.fit(module, datamodule=data)
     fit_seconds = time.time() - t0
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best and Path(best).is_file():
@@ -299,33 +295,31 @@ def _train_neural(
         {
             "family": spec.family,
             "config": asdict(cfg),
-            "vocab_size": vocab_size,
+            "vocab_size": len(vocab),
+            "counts": list(vocab.counts),
             "state_dict": module.model.state_dict(),
         },
         out_dir / "model.pt",
     )
     shutil.rmtree(ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
     epochs = trainer.current_epoch
-    n_params = sum(p.numel() for p in module.model.parameters())
+    train_batches = len(data.loaders[0]) if data.loaders else 0
+    tokens_per_epoch = int(train_stream.size) // max(trainer.world_size, 1)
+    limit = trainer_cfg.limit_train_batches
+    fraction = (
+        min(limit, 1.0)
+        if isinstance(limit, float)
+        else min(limit, train_batches) / max(train_batches, 1)
+    )
     stats = {
-        "params": int(n_params),
+        "params": int(sum(p.numel() for p in module.model.parameters())),
         "fit_seconds": round(fit_seconds, 2),
         "epochs": int(epochs),
-        "tokens_seen": int(
-            len(train_ds) * epochs * _fraction(trainer_cfg, len(train_ds), cfg.batch_size)
-        ),
+        "tokens_seen": int(tokens_per_epoch * trainer.world_size * epochs * fraction),
     }
     if hasattr(module.model, "cost_per_token"):
-        stats["cost_per_token"] = int(module.model.cost_per_token(vocab_size))
+        stats["cost_per_token"] = int(module.model.cost_per_token(len(vocab)))
     return stats
-
-
-def _fraction(trainer_cfg: TrainerConfig, n: int, batch_size: int) -> float:
-    limit = trainer_cfg.limit_train_batches
-    batches = math.ceil(n / batch_size)
-    if isinstance(limit, float):
-        return min(limit, 1.0)
-    return min(limit, batches) / batches
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -336,14 +330,18 @@ def load_neural(run_dir: Path):
 
     blob = torch.load(run_dir / "model.pt", map_location="cpu", weights_only=True)
     cfg_cls, model_cls = FAMILIES[blob["family"]]
-    model = model_cls(cfg_cls(**blob["config"]), blob["vocab_size"])
+    model = model_cls(cfg_cls(**blob["config"]), blob["vocab_size"], counts=blob.get("counts"))
     model.load_state_dict(blob["state_dict"])
     return model.eval()
 
 
 def evaluate(params: dict, name: str, root: Path) -> dict:
-    """Score run `name` on valid and test; write `metrics/NAME.json` and log to its MLflow run."""
-    from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
+    """Score run `name` on valid and test; write `metrics/NAME.json` and log to its MLflow run.
+
+    LM runs also keep their per-token log-probabilities (`eval/NAME/logprobs.npz`) so that
+    mixtures with the n-gram (Bengio et al. 2003) can be formed without rescoring.
+    """
+    from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
     from nlpzoo.tracking import Tracker
 
     spec, cfg, _ = run_configs(params, name)
@@ -359,22 +357,76 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
         score = model.log_probs
     else:
         model = load_neural(run_dir)
-        score = lambda s: window_log_probs(model, s, cfg.context_size)  # noqa: E731
+        score = lambda s: lm_log_probs(model, s, cfg)  # noqa: E731
+    logprobs = {}
     for split in ("valid", "test"):
         stream = load_stream(data_dir, split)
-        lp = score(stream)
-        metrics[f"{split}_ppl"] = round(perplexity(lp), 4)
+        logprobs[split] = score(stream)
+        metrics[f"{split}_ppl"] = round(perplexity(logprobs[split]), 4)
         metrics[f"{split}_tokens"] = int(stream.size)
     metrics["eval_seconds"] = round(time.time() - t0, 2)
     train_stats = json.loads((run_dir / "train_stats.json").read_text())
     metrics.update(train_stats)
     metrics["mlflow_run_id"] = tracker.run_id
     metrics["family"] = spec.family
+    metrics["task"] = TASKS[spec.family]
     with atomic_dir(root / "eval" / name) as tmp:
-        atomic_write_json(tmp / "summary.json", {"run": name, "family": spec.family})
+        tracker.save(tmp)  # later stages (mixtures) reopen the run from here
+        np.savez_compressed(
+            tmp / "logprobs.npz", **{k: v.astype(np.float32) for k, v in logprobs.items()}
+        )
     metrics_path = root / "metrics" / f"{name}.json"
     atomic_write_json(metrics_path, metrics)
     tracker.log_metrics({k: v for k, v in metrics.items() if k != "mlflow_run_id"})
     tracker.log_artifact(metrics_path)
     tracker.finish()
     return metrics
+
+
+# --------------------------------------------------------------------------- mixtures
+
+
+@dataclass
+class MixtureConfig:
+    baseline: str = "ngram"  # the run every other LM run is interpolated with
+
+
+def mixtures(params: dict, root: Path) -> dict:
+    """Bengio et al. (2003) mixtures: p = λ p_run + (1 − λ) p_baseline for every other LM run,
+    λ chosen on the validation split; written to `metrics/mixtures.json` and to each run's
+    MLflow run as `test_ppl_mix`."""
+    from nlpzoo.evaluation.mixture import choose_lambda, mix_log_probs
+    from nlpzoo.evaluation.perplexity import perplexity
+    from nlpzoo.tracking import Tracker
+
+    cfg = build(MixtureConfig, params.get("mixture"), "mixture")
+    specs = parse_models(params)
+    out: dict[str, Any] = {}
+    base_path = root / "eval" / cfg.baseline / "logprobs.npz"
+    if cfg.baseline in specs and base_path.is_file():
+        base = np.load(base_path)
+        for name, spec in specs.items():
+            path = root / "eval" / name / "logprobs.npz"
+            if name == cfg.baseline or TASKS[spec.family] != "lm" or not path.is_file():
+                continue
+            lp = np.load(path)
+            lam = choose_lambda(lp["valid"].astype(np.float64), base["valid"].astype(np.float64))
+            mixed = {
+                s: mix_log_probs(lp[s].astype(np.float64), base[s].astype(np.float64), lam)
+                for s in ("valid", "test")
+            }
+            out[name] = {
+                "lambda": round(float(lam), 4),
+                "valid_ppl_mix": round(perplexity(mixed["valid"]), 4),
+                "test_ppl_mix": round(perplexity(mixed["test"]), 4),
+            }
+            tracker = Tracker.resume(root / "eval" / name, name)
+            tracker.log_metrics(
+                {
+                    "test_ppl_mix": out[name]["test_ppl_mix"],
+                    "valid_ppl_mix": out[name]["valid_ppl_mix"],
+                    "mix_lambda": out[name]["lambda"],
+                }
+            )
+    atomic_write_json(root / "metrics" / "mixtures.json", {"baseline": cfg.baseline, "runs": out})
+    return out

@@ -84,6 +84,16 @@ def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
     else:
         # Adam's weight_decay adds λ·θ to the gradient: the L2 penalty of the paper's objective
         opt = torch.optim.Adam(groups, lr=cfg.lr)
+    warmup = getattr(cfg, "warmup_steps", 0)
+    if warmup:
+        # Vaswani et al. 2017 §5.3: linear warm-up, then decay with the inverse square root of
+        # the step; `lr` is the peak, reached at step `warmup_steps`
+        def schedule(t: int) -> float:
+            t = t + 1
+            return min(t / warmup, (warmup / t) ** 0.5)
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
     r = getattr(cfg, "lr_decay", 0.0)
     if r:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 / (1.0 + r * t))
@@ -94,15 +104,20 @@ def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
 class FamilyModule(pl.LightningModule):
     """Wraps one family's `nn.Module`; built from plain values so the checkpoint rebuilds it."""
 
-    def __init__(self, family: str, config: dict, vocab_size: int, run: str = "") -> None:
+    def __init__(
+        self, family: str, config: dict, vocab_size: int, run: str = "", counts: list | None = None
+    ) -> None:
         super().__init__()
         self.save_hyperparameters()
         from nlpzoo.models import FAMILIES
 
         cfg_cls, model_cls = FAMILIES[family]
         self.cfg = cfg_cls(**config)
-        self.model = model_cls(self.cfg, vocab_size)
+        self.model = model_cls(self.cfg, vocab_size, counts=counts)
         self.run = run
+        # recurrent models carry their state from one BPTT window to the next (detached)
+        self.stateful = getattr(model_cls, "STATEFUL", False)
+        self._state: Any = None
         self._val_sum = torch.zeros((), dtype=torch.float64)
         self._val_count = torch.zeros((), dtype=torch.float64)
 
@@ -111,7 +126,13 @@ class FamilyModule(pl.LightningModule):
 
     def _step(self, batch: Any, split: str) -> torch.Tensor:
         inputs, targets = batch
-        _, loss = self.model(inputs, targets)
+        if self.stateful:
+            if self._state is not None and _state_batch(self._state) != inputs.shape[0]:
+                self._state = None  # a shorter last batch (never with BPTTBlocks)
+            _, loss, state = self.model(inputs, targets, self._state)
+            self._state = self.model.detach_state(state)
+        else:
+            _, loss = self.model(inputs, targets)
         n = targets.numel()
         if split == "train":
             self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=n)
@@ -126,11 +147,16 @@ class FamilyModule(pl.LightningModule):
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         self._step(batch, "val")
 
+    def on_train_epoch_start(self) -> None:
+        self._state = None
+
     def on_validation_epoch_start(self) -> None:
+        self._train_state, self._state = self._state, None
         self._val_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self._val_count = torch.zeros((), dtype=torch.float64, device=self.device)
 
     def on_validation_epoch_end(self) -> None:
+        self._state = getattr(self, "_train_state", None)  # validation runs inside an epoch
         total = self.trainer.strategy.reduce(self._val_sum, reduce_op="sum")
         count = self.trainer.strategy.reduce(self._val_count, reduce_op="sum")
         nll = (total / count.clamp(min=1)).float()
@@ -139,6 +165,11 @@ class FamilyModule(pl.LightningModule):
 
     def configure_optimizers(self):
         return make_optimizer(self.model, self.cfg)
+
+
+def _state_batch(state: Any) -> int:
+    h = state[0] if isinstance(state, tuple) else state
+    return h.shape[1]  # (layers, B, hidden)
 
 
 class NonFiniteLoss(pl.Callback):
@@ -248,6 +279,7 @@ def make_trainer(
         callbacks=callbacks,
         logger=False,  # MLflow is driven by nlpzoo.tracking; Lightning's loggers stay off
         enable_model_summary=False,
+        use_distributed_sampler=False,  # nlpzoo.data.lm shards by rank itself (BPTT rows)
         num_sanity_val_steps=0,
         default_root_dir=str(ckpt_dir),
     )

@@ -61,7 +61,7 @@ def one_by_one(model: NNLM, stream: np.ndarray, n1: int) -> np.ndarray:
     for t in range(len(stream)):
         prev = [int(w) for w in stream[max(0, t - n1) : t]]
         ctx = torch.tensor([[EOS] * (n1 - len(prev)) + prev])
-        out.append(float(model.log_probs(ctx, torch.tensor([int(stream[t])]))[0]))
+        out.append(float(model.token_log_probs(ctx, torch.tensor([int(stream[t])]))[0]))
     return np.array(out)
 
 

@@ -1,6 +1,6 @@
 """Tests for the decoder-only Transformer LM (nlpzoo.models.transformer_lm): attention against
-PyTorch's references, a worked example by hand, causality, positions, tying, exact log-probabilities,
-config checks and a short training run."""
+PyTorch's references, a worked example by hand, causality, positions, tying, exact
+log-probabilities, config checks and a short training run."""
 
 from __future__ import annotations
 

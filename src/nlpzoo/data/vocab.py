@@ -138,7 +138,10 @@ def build_lm_vocab(config: LMVocabConfig, prepared_dir: Path, out_dir: Path) -> 
             name = "training" if split == "train" else split
             raise DataError(f"prepared {name} split not found: {prepared_dir / f'{split}.txt'}")
     train = prepared_dir / "train.txt"
-    vocab = Vocab.build(count_words(read_lines(train)), config.min_count)
+    counter = count_words(read_lines(train))
+    vocab = Vocab.build(counter, config.min_count)
+    # `</s>` is predicted once per sentence: its count matters to frequency-based output layers
+    vocab.counts[EOS] = sum(1 for _ in read_lines(train))
     stats: dict = {"vocab_size": len(vocab), "min_count": config.min_count}
     with atomic_dir(out_dir) as tmp:
         vocab.save(tmp / "vocab.txt")

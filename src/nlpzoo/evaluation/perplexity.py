@@ -29,6 +29,72 @@ def window_log_probs(
     device = next(model.parameters()).device
     for start in range(0, len(ds), batch_size):
         ctx, tgt = ds.__getitems__(list(range(start, min(start + batch_size, len(ds)))))
-        lp = model.log_probs(ctx.to(device), tgt.to(device))
+        lp = model.token_log_probs(ctx.to(device), tgt.to(device))
         out[start : start + len(tgt)] = lp.double().cpu().numpy()
     return out
+
+
+def _shifted(stream: np.ndarray) -> torch.Tensor:
+    """[</s>] + stream: position i is the input that predicts stream[i] (so every token is scored,
+    the first one from a sentence end, as if a previous sentence had just finished)."""
+    from nlpzoo.data.vocab import EOS
+
+    return torch.cat([torch.tensor([EOS]), torch.as_tensor(np.asarray(stream, dtype=np.int64))])
+
+
+@torch.no_grad()
+def recurrent_log_probs(model, stream: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """log p(w_t | all previous tokens) for a stateful model: one pass over the whole stream,
+    state carried from chunk to chunk (batch of one, so no token loses its history)."""
+    x = _shifted(stream)
+    n = len(stream)
+    out = np.empty(n, dtype=np.float64)
+    device = next(model.parameters()).device
+    state = None
+    for start in range(0, n, chunk):
+        end = min(start + chunk, n)
+        inputs = x[start:end][None].to(device)  # (1, T)
+        targets = x[start + 1 : end + 1][None].to(device)  # (1, T)
+        lp, state = model.token_log_probs(inputs, targets, state)
+        out[start:end] = lp[0].double().cpu().numpy()
+    return out
+
+
+@torch.no_grad()
+def sliding_log_probs(
+    model, stream: np.ndarray, block_size: int, stride: int | None = None, batch_size: int = 16
+) -> np.ndarray:
+    """log p(w_t | up to `block_size` previous tokens) for a fixed-context model (Transformer).
+
+    Windows of `block_size` inputs advance by `stride` (default block_size / 2); each window scores
+    only its last `stride` positions, so every token is scored exactly once and, except in the
+    first window, with at least block_size - stride tokens of context.
+    """
+    stride = stride or max(block_size // 2, 1)
+    x = _shifted(stream)
+    n = len(stream)
+    out = np.empty(n, dtype=np.float64)
+    device = next(model.parameters()).device
+    ends = [*range(min(block_size, n), n, stride), n]
+    # the first window scores everything up to its end; later ones their last `stride` or fewer
+    spans = [(max(0, e - block_size), e, 0 if i == 0 else ends[i - 1]) for i, e in enumerate(ends)]
+    full = [s for s in spans if s[1] - s[0] == block_size]
+    short = [s for s in spans if s[1] - s[0] != block_size]
+    for group in [full[i : i + batch_size] for i in range(0, len(full), batch_size)] + [
+        [s] for s in short
+    ]:
+        inputs = torch.stack([x[a:e] for a, e, _ in group]).to(device)  # (b, T)
+        targets = torch.stack([x[a + 1 : e + 1] for a, e, _ in group]).to(device)
+        lp = model.token_log_probs(inputs, targets).double().cpu().numpy()  # (b, T)
+        for row, (a, e, first) in zip(lp, group, strict=True):
+            out[first:e] = row[first - a :]
+    return out
+
+
+def lm_log_probs(model, stream: np.ndarray, cfg) -> np.ndarray:
+    """Per-token log-probabilities of a split for any neural LM family, by its input shape."""
+    if model.INPUT == "window":
+        return window_log_probs(model, stream, cfg.context_size)
+    if getattr(model, "STATEFUL", False):
+        return recurrent_log_probs(model, stream)
+    return sliding_log_probs(model, stream, cfg.block_size)

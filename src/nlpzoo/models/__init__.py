@@ -20,18 +20,22 @@ output layer, and is what perplexity is computed from.
 
 from __future__ import annotations
 
-from nlpzoo.models import ngram, nnlm
+from nlpzoo.models import ngram, nnlm, rnn_lm, transformer_lm
 
 FAMILIES = {
     "ngram": (ngram.Config, ngram.KneserNey),
     "nnlm": (nnlm.Config, nnlm.NNLM),
+    "rnn_lm": (rnn_lm.Config, rnn_lm.RNNLM),
+    "transformer_lm": (transformer_lm.Config, transformer_lm.TransformerLM),
 }
 
 # the data each family trains on and how it is scored
 TASKS = {
     "ngram": "lm",
     "nnlm": "lm",
+    "rnn_lm": "lm",
+    "transformer_lm": "lm",
 }
 
 # families trained with Lightning (the others fit in closed form or by counting)
-NEURAL = {"nnlm"}
+NEURAL = {"nnlm", "rnn_lm", "transformer_lm"}

@@ -11,8 +11,8 @@ Symbols: V vocabulary size, m = `emb_dim` (feature vector size), h = `hidden_dim
 H (h×(n-1)m) and d the hidden layer; U (V×h) the hidden-to-output weights; W (V×(n-1)m) the
 optional direct connections from the features to the output (`direct`), and b the output biases.
 
-Output layer (`output`, see models/outputs.py; every kind gives exact normalised probabilities):
-  softmax       the paper's: `out` is U and b (a full softmax), W a separate V×(n-1)m matrix.
+Output layer `U` (`output`, see models/outputs.py; every kind gives exact normalised probabilities):
+  softmax       the paper's: U (V×h) and b, a full softmax; W a separate V×(n-1)m matrix.
   hierarchical  a path of sigmoids over a binary Huffman tree of the training counts (Morin &
                 Bengio 2005, the paper's own sequel); needs `counts`.
   adaptive      Grave et al. 2017: a head softmax over ids [0, cutoffs[0]) plus one token per
@@ -33,6 +33,7 @@ hierarchical and adaptive layers cut the h·V term to about h·log₂V and h·(c
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ class Config:
         require(self.output in KINDS, "output", f"must be one of {KINDS}, got {self.output!r}")
         bounds = [0, *self.cutoffs]
         require(
-            all(a < b for a, b in zip(bounds[:-1], bounds[1:], strict=True)),
+            all(a < b for a, b in itertools.pairwise(bounds)),
             "cutoffs",
             f"must be strictly increasing positive ids, got {self.cutoffs}",
         )
@@ -81,9 +82,14 @@ class Config:
         require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
 
 
+def _at_least_f32(t: torch.Tensor) -> torch.Tensor:
+    """Half-precision scores are normalised in float32; float64 stays float64."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
 class NNLM(nn.Module):
-    """y = b + W x + U tanh(d + H x), x the concatenated context features; or, with a
-    hierarchical or adaptive output, log p(w | z) for z = tanh(d + H x) (direct: [tanh(d + H x); x])."""
+    """y = b + W x + U tanh(d + H x), x the concatenated context features (softmax output); the
+    other outputs give log p(w | z), z = tanh(d + H x), or [tanh(d + H x); x] with `direct`."""
 
     INPUT = "window"  # context (B, n-1), targets (B,)
     STATEFUL = False
@@ -110,13 +116,15 @@ class NNLM(nn.Module):
             raise ValueError(f"counts has {len(counts)} entries for a vocabulary of {vocab_size}")
         self.C = nn.Embedding(vocab_size, m)  # word feature vectors, V×m
         self.H = nn.Linear(n1 * m, h)  # hidden layer; its bias is d
-        # softmax: out is U (V×h) with bias b, and W is its own matrix; other outputs read
+        # U is the output layer. Softmax: the paper's U (V×h) with bias b, W its own matrix.
+        # Hierarchical / adaptive: the layer that replaces the V×h matrix; it reads
         # z = [tanh(d + H x); x] when direct, so their input is h + (n-1)m wide
         d_out = h + n1 * m if config.direct and not self.softmax else h
-        self.out = make_output(
+        self.U = make_output(
             config.output, d_out, vocab_size, counts, config.cutoffs, config.div_value
         )
-        self.W = nn.Linear(n1 * m, vocab_size, bias=False) if config.direct and self.softmax else None
+        direct_w = config.direct and self.softmax
+        self.W = nn.Linear(n1 * m, vocab_size, bias=False) if direct_w else None
         self.drop = nn.Dropout(config.dropout)
         nn.init.uniform_(self.C.weight, -0.1, 0.1)
 
@@ -129,7 +137,7 @@ class NNLM(nn.Module):
 
     def _logits(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """Softmax output only: y = b + W x + U tanh(d + H x), (B, V)."""
-        y = self.out(self.drop(a))  # (B, V) = b + U tanh(d + H x)
+        y = self.U(self.drop(a))  # (B, V) = b + U tanh(d + H x)
         if self.W is not None:
             y = y + self.W(x)  # + W x, the direct connections
         return y
@@ -150,25 +158,22 @@ class NNLM(nn.Module):
             return y, F.cross_entropy(y, targets) if targets is not None else None
         if targets is None:
             return None, None
-        return None, -self.out.log_prob(self._z(x, a), targets).mean()
+        return None, -self.U.log_prob(self._z(x, a), targets).mean()
 
     def token_log_probs(self, context: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Natural-log probability of each target, (B,), exact for every output kind."""
         x, a = self._hidden(context)
         if self.softmax:
-            logp = torch.log_softmax(self._logits(x, a).float(), dim=-1)  # (B, V)
+            logp = torch.log_softmax(_at_least_f32(self._logits(x, a)), dim=-1)  # (B, V)
             return logp.gather(1, targets[:, None]).squeeze(1)
-        return self.out.log_prob(self._z(x, a), targets).float()
-
-    # tests/evaluation/test_perplexity.py still calls the old name
-    log_probs = token_log_probs
+        return _at_least_f32(self.U.log_prob(self._z(x, a), targets))
 
     def log_prob_all(self, context: torch.Tensor) -> torch.Tensor:
         """The whole next-word distribution, log p(· | context), (B, V)."""
         x, a = self._hidden(context)
         if self.softmax:
-            return torch.log_softmax(self._logits(x, a).float(), dim=-1)
-        return self.out.log_prob_all(self._z(x, a)).float()
+            return torch.log_softmax(_at_least_f32(self._logits(x, a)), dim=-1)
+        return _at_least_f32(self.U.log_prob_all(self._z(x, a)))
 
     def embeddings(self) -> torch.Tensor:
         """The feature vectors C, (V, m): the word representations the paper learns."""
@@ -183,9 +188,9 @@ class NNLM(nn.Module):
         output layer, whose input is H wide, or H + N·D with direct connections:
           softmax       O = H·V (+ N·D·V direct)
           hierarchical  O = (H [+ N·D])·log₂V   (a balanced tree; the Huffman tree's measured
-                        mean path is in `self.out.num_ops_per_token()`)
+                        mean path is in `self.U.num_ops_per_token()`)
           adaptive      O = the layer's expected cost over the training counts (head, plus each
-                        tail weighted by its share of tokens: `self.out.num_ops_per_token()`);
+                        tail weighted by its share of tokens: `self.U.num_ops_per_token()`);
                         the model's own V and cut-offs, `vocab_size` is not used
         Biases and the nonlinearities are not counted.
         """
@@ -197,5 +202,5 @@ class NNLM(nn.Module):
         elif c.output == "hierarchical":
             out = d_out * math.log2(vocab_size)
         else:
-            out = self.out.num_ops_per_token()
+            out = self.U.num_ops_per_token()
         return float(nd + nd * c.hidden_dim + out)

@@ -3,12 +3,14 @@
 Shared by the language-model families (and word2vec's hierarchical softmax). Every layer is exact
 and normalised over the whole vocabulary, so perplexities of different layers compare fairly:
 
-    FullSoftmax          log p(w|h) = (U h + b)_w − log Σ_j exp (U h + b)_j          d·V per token
+    FullSoftmax          log p(w|h) = (U h + b)_w − log Σ_j exp (U h + b)_j
+                         cost d·V per token
     HierarchicalSoftmax  log p(w|h) = Σ_{n on path(w)} log σ((1 − 2 c_n)(v_n·h + b_n))
                          over a binary Huffman tree (Morin & Bengio 2005; Mikolov et al. 2013),
-                         c_n the branch bit taken at inner node n               d·(mean path) per token
+                         c_n the branch bit taken at inner node n; cost d·(mean path length)
     AdaptiveSoftmax      log p(w|h) = log p_head(cluster(w)|h) + log p_tail(w|cluster, h)
-                         (Grave et al. 2017), frequent words in the head's shortlist
+                         (Grave et al. 2017), frequent words in the head's shortlist; cost
+                         d·(shortlist + tails) + the tails' costs weighted by their frequency
 
 Common interface: `log_prob(h, targets) -> (N,)`, `log_prob_all(h) -> (N, V)` (the full
 distribution; memory N·V, for tests and small checks) and `num_ops_per_token()` (multiply-adds of
@@ -22,6 +24,7 @@ contiguous id ranges.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,7 +90,7 @@ def huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     path: dict[int, tuple[list[int], list[int]]] = {root: ([], [])}
     for node in range(root - 1, -1, -1):
         pts, cds = path[int(parent[node])]
-        path[node] = (pts + [int(parent[node]) - V], cds + [int(bit[node])])
+        path[node] = ([*pts, int(parent[node]) - V], [*cds, int(bit[node])])
     lengths = np.array([len(path[w][0]) for w in range(V)], dtype=np.int64)
     L = int(lengths.max())
     points = np.zeros((V, L), dtype=np.int64)
@@ -179,7 +182,7 @@ def check_cutoffs(cutoffs: Sequence[int], vocab_size: int) -> None:
     """Cut-offs must be strictly increasing ids in (0, V)."""
     bounds = [0, *cutoffs, vocab_size]
     if any(not isinstance(c, int) or isinstance(c, bool) for c in cutoffs) or any(
-        a >= b for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        a >= b for a, b in itertools.pairwise(bounds)
     ):
         raise ValueError(
             f"cutoffs must be strictly increasing integers in (0, V={vocab_size}), got {cutoffs}"

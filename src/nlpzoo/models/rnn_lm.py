@@ -38,8 +38,9 @@ from nlpzoo.config import require
 
 State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # h, or (h, c); each (L, B, h)
 
-# Paper settings, for reference (all SGD without momentum, gradient norm clipped):
-#   Mikolov 2010:          1 layer, h 60-400 sigmoid, no dropout, BPTT, lr 0.1 halved on plateau
+# Paper settings, for reference (all plain SGD; "clip" is the bound on the gradient norm):
+#   Mikolov 2010:          1 layer of sigmoid units (a few hundred), no dropout, lr 0.1 halved
+#                          when the validation likelihood stops improving
 #   Zaremba 2014 small:    2 × 200 LSTM, dropout 0,   bptt 20, batch 20, lr 1,  clip 5, init 0.1
 #   Zaremba 2014 medium:   2 × 650 LSTM, dropout 0.5, bptt 35, batch 20, lr 1,  clip 5, init 0.05
 #   pytorch/examples word_language_model: 2 × 200, dropout 0.2, bptt 35, lr 20, clip 0.25
@@ -116,7 +117,7 @@ class RNNLM(nn.Module):
             nn.init.uniform_(p, -c.init_range, c.init_range)  # Zaremba et al.: all parameters
         if c.tie_weights:
             # weight tying (Press & Wolf 2017; Inan et al. 2017): U and E are one parameter
-            pass
+            self.out.weight = self.embed.weight
 
     def init_state(self, batch_size: int, device: torch.device | str | None = None) -> State:
         """Zero state for `batch_size` streams: h, or (h, c) for the LSTM, each (L, B, h)."""

@@ -11,7 +11,7 @@ Each position t sees tokens 1..t only (the causal mask) and predicts token t+1:
     FFN(x) = max(0, x W_1 + b_1) W_2 + b_2               position-wise, d_model → d_ff → d_model
     post-norm (the paper):  x = LayerNorm(x + Dropout(Sublayer(x)))
     pre-norm (option):      x = x + Dropout(Sublayer(LayerNorm(x))),  one more LayerNorm at the end
-    P(w_{t+1} | w_1..w_t) = softmax(x_L Eᵀ + b)          output weights tied to E (Press & Wolf 2017)
+    P(w_{t+1} | w_1..w_t) = softmax(x_L Eᵀ + b)          output tied to E (Press & Wolf 2017)
 
 Symbols: B batch, T time (T ≤ `block_size`), V vocabulary, C = d_model, h = `heads`,
 d_k = d_v = C / h per head, d_ff the inner size of the FFN, L = `num_layers`.
@@ -120,7 +120,7 @@ def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
 
 
 def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
-    """PE (length, d_model): PE(pos, 2i) = sin(pos / 10000^{2i/d}), PE(pos, 2i+1) = cos(...), §3.5."""
+    """PE (length, d_model): PE(pos, 2i) = sin(pos / 10000^{2i/d}), PE(pos, 2i+1) = cos(..), §3.5"""
     pos = torch.arange(length, dtype=torch.float64)[:, None]  # (length, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d/2,) the even dimensions 2i
     angle = pos / 10000.0 ** (two_i / d_model)  # (length, d/2)
@@ -168,7 +168,7 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """Masked self-attention then FFN, each wrapped in a residual connection and LayerNorm (§3.1)."""
+    """Masked self-attention then FFN, each inside a residual connection and LayerNorm (§3.1)."""
 
     def __init__(self, config: Config) -> None:
         super().__init__()
@@ -196,9 +196,7 @@ class TransformerLM(nn.Module):
     INPUT = "stream"  # contiguous (B, T) blocks of the token stream
     STATEFUL = False  # every block starts from an empty context
 
-    def __init__(
-        self, config: Config, vocab_size: int, counts: torch.Tensor | None = None
-    ) -> None:
+    def __init__(self, config: Config, vocab_size: int, counts: torch.Tensor | None = None) -> None:
         super().__init__()
         # counts (training frequency per id) are part of the family contract; unused here
         self.config = config
@@ -237,12 +235,12 @@ class TransformerLM(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """inputs (B, T) ids, targets (B, T) = inputs shifted by one. Returns logits (B, T, V)
         and the mean cross-entropy over the targets (labels −100 ignored), or None."""
-        B, T = inputs.shape
-        if T > self.config.block_size:
+        if inputs.shape[1] > self.config.block_size:
             raise ValueError(
-                f"sequence length {T} exceeds block_size {self.config.block_size}; cut the input "
-                f"into blocks of at most block_size tokens"
+                f"sequence length {inputs.shape[1]} exceeds block_size "
+                f"{self.config.block_size}; cut the input into blocks of at most block_size tokens"
             )
+        B, T = inputs.shape
         # embedding weights multiplied by √d_model (§3.4)
         x = self.tok_emb(inputs) * math.sqrt(self.config.d_model)  # (B, T, C)
         if self.pos_emb is None:

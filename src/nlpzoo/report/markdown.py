@@ -23,15 +23,20 @@ PAPER_LM = [
 
 
 def load_metrics(metrics_dir: Path) -> pd.DataFrame:
-    rows = []
+    rows, mixes = [], {}
     for path in sorted(Path(metrics_dir).glob("*.json")):
         try:
             m = json.loads(path.read_text())
         except json.JSONDecodeError:
             log.warning("skipping unreadable metrics file %s", path)
             continue
+        if path.name == "mixtures.json":
+            mixes = m.get("runs", {})
+            continue
         m["run"] = path.stem
         rows.append(m)
+    for row in rows:
+        row.update(mixes.get(row["run"], {}))
     return pd.DataFrame(rows)
 
 
@@ -48,6 +53,16 @@ def lm_table(df: pd.DataFrame) -> pd.DataFrame:
             "valid ppl": lm["valid_ppl"].map("{:.1f}".format),
             "test ppl": lm["test_ppl"].map("{:.1f}".format),
             "test ppl / n-gram": lm["test_ppl"].map(lambda v: f"{v / ref:.3f}" if ref else "–"),
+            "mixed with n-gram: test ppl (λ)": [
+                f"{r['test_ppl_mix']:.1f} ({r['lambda']:.2f})"
+                if pd.notna(r.get("test_ppl_mix"))
+                else "–"
+                for _, r in lm.iterrows()
+            ],
+            "mixture / n-gram": [
+                f"{r['test_ppl_mix'] / ref:.3f}" if ref and pd.notna(r.get("test_ppl_mix")) else "–"
+                for _, r in lm.iterrows()
+            ],
             "parameters": lm.get("params", pd.Series(index=lm.index, dtype=float)).map(
                 lambda v: f"{int(v):,}" if pd.notna(v) else "–"
             ),

@@ -1,0 +1,130 @@
+"""Every run of params.yaml trains and is scored through the real runner, at tiny sizes.
+
+Parametrized over `models:` of the project's params.yaml, so a new run cannot be forgotten.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from nlpzoo import runner
+from nlpzoo.data.vocab import Vocab
+from nlpzoo.models import FAMILIES, NEURAL, TASKS
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+# tiny sizes for whatever keys a family has; everything else keeps the project's value
+TINY = {
+    "emb_dim": 16,
+    "hidden_dim": 16,
+    "d_model": 16,
+    "d_ff": 32,
+    "heads": 2,
+    "num_layers": 1,
+    "block_size": 16,
+    "bptt": 8,
+    "batch_size": 16,
+    "context_size": 2,
+    "cutoffs": [10],
+    "warmup_steps": 5,
+    "lr": 0.01,
+}
+
+
+def _grammar_stream(rng: np.random.Generator, n_sentences: int) -> list[str]:
+    subj, verb, obj = (
+        ["the cat", "a dog", "she", "he"],
+        ["sees", "likes", "eats"],
+        ["a ball", "the bread", "it"],
+    )
+    return [
+        f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} ." for _ in range(n_sentences)
+    ]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("proj")
+    rng = np.random.default_rng(0)
+    splits = {
+        s: _grammar_stream(rng, n) for s, n in (("train", 1500), ("valid", 100), ("test", 100))
+    }
+    vocab = Vocab.build(Counter(w for line in splits["train"] for w in line.split()), 1)
+    out = root / "data" / "vocab" / "lm"
+    out.mkdir(parents=True)
+    vocab.save(out / "vocab.txt")
+    for split, lines in splits.items():
+        np.save(out / f"{split}.npy", vocab.encode_lines(lines).astype(np.int32))
+    (out / "stats.json").write_text(json.dumps({"vocab_size": len(vocab)}))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _tracking(project, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
+
+
+def _tiny_params(run: str) -> dict:
+    params = yaml.safe_load(yaml.safe_dump(PARAMS))
+    section = params.get(run) or {}
+    for key, value in TINY.items():
+        if key in section:
+            section[key] = value
+    section["trainer"] = {
+        "max_epochs": 2,
+        "accelerator": "cpu",
+        "devices": 1,
+        "early_stopping_patience": 0,
+    }
+    params[run] = section
+    return params
+
+
+LM_RUNS = [r for r, e in PARAMS["models"].items() if TASKS[e["family"]] == "lm"]
+
+
+@pytest.mark.parametrize("run", LM_RUNS)
+def test_every_lm_run_trains_and_scores_every_token(project, run):
+    params = _tiny_params(run)
+    stats = runner.train(params, run, project)
+    metrics = runner.evaluate(params, run, project)
+    family = PARAMS["models"][run]["family"]
+    vocab_size = len(Vocab.load(project / "data" / "vocab" / "lm" / "vocab.txt"))
+    # a tiny grammar: a trained model must do far better than uniform over the vocabulary
+    assert 1.0 < metrics["test_ppl"] < 0.6 * vocab_size, metrics
+    lp = np.load(project / "eval" / run / "logprobs.npz")
+    test_len = np.load(project / "data" / "vocab" / "lm" / "test.npy").size
+    assert lp["test"].shape == (test_len,) and np.all(np.isfinite(lp["test"]))
+    assert metrics["test_ppl"] == pytest.approx(
+        math.exp(-lp["test"].astype(np.float64).mean()), rel=1e-4
+    )
+    if family in NEURAL:
+        curve = (project / "plots" / f"{run}.csv").read_text().strip().splitlines()
+        assert len(curve) == 1 + 2  # header + one row per epoch
+        last = float(curve[-1].split(",")[4])
+        assert last < 0.6 * vocab_size, curve  # validation perplexity well below uniform
+        assert stats["epochs"] == 2 and stats["params"] > 0
+    assert set(FAMILIES) >= {family}
+
+
+def test_mixture_never_worse_than_its_parts_on_validation(project):
+    params = _tiny_params("nnlm")
+    for run in ("ngram", "nnlm"):
+        if not (project / "eval" / run / "logprobs.npz").is_file():
+            runner.train(params, run, project)
+            runner.evaluate(params, run, project)
+    out = runner.mixtures(params, project)
+    nnlm = json.loads((project / "metrics" / "nnlm.json").read_text())
+    ngram = json.loads((project / "metrics" / "ngram.json").read_text())
+    assert 0.0 <= out["nnlm"]["lambda"] <= 1.0
+    assert out["nnlm"]["valid_ppl_mix"] <= min(nnlm["valid_ppl"], ngram["valid_ppl"]) + 1e-6
+    saved = json.loads((project / "metrics" / "mixtures.json").read_text())
+    assert saved["runs"]["nnlm"] == out["nnlm"] and "ngram" not in saved["runs"]
