@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -64,6 +66,11 @@ def project(tmp_path_factory):
     for split, lines in splits.items():
         np.save(out / f"{split}.npy", vocab.encode_lines(lines).astype(np.int32))
     (out / "stats.json").write_text(json.dumps({"vocab_size": len(vocab)}))
+    raw = root / "data" / "raw" / "eval"
+    raw.mkdir(parents=True)
+    mirror = Path(os.environ["NLPZOO_DATA_MIRROR"])
+    for name in ("questions-words.txt", "wordsim353.tsv", "simlex999.txt"):
+        shutil.copy(mirror / name, raw / name)
     return root
 
 
@@ -112,6 +119,10 @@ def test_every_lm_run_trains_and_scores_every_token(project, run):
         last = float(curve[-1].split(",")[4])
         assert last < 0.6 * vocab_size, curve  # validation perplexity well below uniform
         assert stats["epochs"] == 2 and stats["params"] > 0
+        # every neural LM's input embeddings go through the word-vector protocol too
+        assert 0.0 <= metrics["analogy_coverage"] <= 1.0 and "ws353_rho" in metrics
+        header = (project / "models" / run / "vectors.txt").open().readline().split()
+        assert int(header[0]) == vocab_size - 1  # every row but <pad>
     assert set(FAMILIES) >= {family}
 
 

@@ -16,13 +16,13 @@ import logging
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nlpzoo.config import build, closest
+from nlpzoo.config import build, closest, require
 from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, Vocab, load_stream
 from nlpzoo.errors import ConfigError, DataError
 from nlpzoo.io import atomic_dir, atomic_write_json
@@ -135,6 +135,7 @@ def validate_params(params: dict) -> None:
         run_configs(params, name)
     build(MlflowConfig, params.get("mlflow"), "mlflow")
     build(MixtureConfig, params.get("mixture"), "mixture")
+    build(EvaluationConfig, params.get("evaluation"), "evaluation")
     vocab = params.get("vocab") or {}
     build(LMVocabConfig, vocab.get("lm"), "vocab.lm")
     build(MTVocabConfig, vocab.get("mt"), "vocab.mt")
@@ -301,6 +302,11 @@ def _train_neural(
         },
         out_dir / "model.pt",
     )
+    if hasattr(module.model, "embeddings"):  # loadable by gensim and the original word2vec tools
+        from nlpzoo.evaluation.vectors import write_word2vec_text
+
+        vectors = module.model.embeddings().float().cpu().numpy()
+        write_word2vec_text(out_dir / "vectors.txt", vocab.words, vectors)
     shutil.rmtree(ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
     epochs = trainer.current_epoch
     train_batches = len(data.loaders[0]) if data.loaders else 0
@@ -335,52 +341,113 @@ def load_neural(run_dir: Path):
     return model.eval()
 
 
-def evaluate(params: dict, name: str, root: Path) -> dict:
-    """Score run `name` on valid and test; write `metrics/NAME.json` and log to its MLflow run.
+@dataclass
+class EvaluationConfig:
+    """The `evaluation:` section: settings of the shared word-vector protocol (DESIGN §5)."""
 
-    LM runs also keep their per-token log-probabilities (`eval/NAME/logprobs.npz`) so that
-    mixtures with the n-gram (Bengio et al. 2003) can be formed without rescoring.
+    restrict_vocab: int = 30000  # analogy answers searched among the most frequent words
+    neighbours: int = 10  # nearest neighbours listed per probe word
+    probes: list[str] = field(
+        default_factory=lambda: ["king", "money", "city", "war", "good", "said", "three", "water"]
+    )
+
+    def __post_init__(self) -> None:
+        require(self.restrict_vocab >= 1, "restrict_vocab", "must be >= 1")
+        require(self.neighbours >= 1, "neighbours", "must be >= 1")
+
+
+def _vocab_words(data_dir: Path) -> list[str]:
+    return Vocab.load(data_dir / "vocab.txt").words
+
+
+def evaluate(params: dict, name: str, root: Path) -> dict:
+    """Score run `name` with every part of the protocol its family allows; write
+    `metrics/NAME.json` and `eval/NAME/`, and log to the run's MLflow run.
+
+    Language models: valid/test perplexity, with per-token log-probabilities kept in
+    `eval/NAME/logprobs.npz` so that mixtures with the n-gram need no rescoring. Every run with
+    word vectors (the LMs' input embeddings included): analogy, similarity, nearest neighbours.
     """
-    from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
     from nlpzoo.tracking import Tracker
 
     spec, cfg, _ = run_configs(params, name)
+    ev = build(EvaluationConfig, params.get("evaluation"), "evaluation")
     run_dir = root / "models" / name
     data_dir = root / "data" / spec.data
     tracker = Tracker.resume(run_dir, name)
     metrics: dict[str, Any] = {}
     t0 = time.time()
-    if spec.family == "ngram":
-        from nlpzoo.models.ngram import KneserNey
-
-        model = KneserNey.load(run_dir / "ngram.npz")
-        score = model.log_probs
-    else:
-        model = load_neural(run_dir)
-        score = lambda s: lm_log_probs(model, s, cfg)  # noqa: E731
-    logprobs = {}
-    for split in ("valid", "test"):
-        stream = load_stream(data_dir, split)
-        logprobs[split] = score(stream)
-        metrics[f"{split}_ppl"] = round(perplexity(logprobs[split]), 4)
-        metrics[f"{split}_tokens"] = int(stream.size)
+    model = _load_model(spec, run_dir)
+    logprobs = _score_lm(model, spec, cfg, data_dir, metrics) if TASKS[spec.family] == "lm" else {}
+    neighbours = None
+    vectors = model.embeddings() if hasattr(model, "embeddings") else None
+    if vectors is not None:
+        words = _vocab_words(data_dir)
+        neighbours = _score_vectors(words, np.asarray(vectors, dtype=np.float32), root, ev, metrics)
     metrics["eval_seconds"] = round(time.time() - t0, 2)
-    train_stats = json.loads((run_dir / "train_stats.json").read_text())
-    metrics.update(train_stats)
-    metrics["mlflow_run_id"] = tracker.run_id
-    metrics["family"] = spec.family
-    metrics["task"] = TASKS[spec.family]
+    metrics.update(json.loads((run_dir / "train_stats.json").read_text()))
+    metrics.update(mlflow_run_id=tracker.run_id, family=spec.family, task=TASKS[spec.family])
     with atomic_dir(root / "eval" / name) as tmp:
         tracker.save(tmp)  # later stages (mixtures) reopen the run from here
-        np.savez_compressed(
-            tmp / "logprobs.npz", **{k: v.astype(np.float32) for k, v in logprobs.items()}
-        )
+        if logprobs:
+            np.savez_compressed(
+                tmp / "logprobs.npz", **{k: v.astype(np.float32) for k, v in logprobs.items()}
+            )
+        if neighbours is not None:
+            atomic_write_json(tmp / "neighbours.json", neighbours)
     metrics_path = root / "metrics" / f"{name}.json"
     atomic_write_json(metrics_path, metrics)
     tracker.log_metrics({k: v for k, v in metrics.items() if k != "mlflow_run_id"})
     tracker.log_artifact(metrics_path)
+    if neighbours is not None:
+        tracker.log_artifact(root / "eval" / name / "neighbours.json")
     tracker.finish()
     return metrics
+
+
+def _load_model(spec: RunSpec, run_dir: Path):
+    if spec.family == "ngram":
+        from nlpzoo.models.ngram import KneserNey
+
+        return KneserNey.load(run_dir / "ngram.npz")
+    if spec.family not in NEURAL:
+        _, model_cls = FAMILIES[spec.family]
+        return model_cls.load(run_dir / "model.npz")
+    return load_neural(run_dir)
+
+
+def _score_lm(model, spec: RunSpec, cfg, data_dir: Path, metrics: dict) -> dict:
+    from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
+
+    logprobs = {}
+    for split in ("valid", "test"):
+        stream = load_stream(data_dir, split)
+        if spec.family == "ngram":
+            logprobs[split] = model.log_probs(stream)
+        else:
+            logprobs[split] = lm_log_probs(model, stream, cfg)
+        metrics[f"{split}_ppl"] = round(perplexity(logprobs[split]), 4)
+        metrics[f"{split}_tokens"] = int(stream.size)
+    return logprobs
+
+
+def _score_vectors(words, vectors, root: Path, ev: EvaluationConfig, metrics: dict) -> dict:
+    """Analogy (3CosAdd) and similarity (Spearman ρ) on the sets fetched by `corpus@eval`."""
+    from nlpzoo.evaluation.analogy import evaluate_analogies
+    from nlpzoo.evaluation.similarity import evaluate_similarity
+    from nlpzoo.evaluation.vectors import nearest_neighbours
+
+    raw = root / "data" / "raw" / "eval"
+    for name in ("questions-words.txt", "wordsim353.tsv", "simlex999.txt"):
+        if not (raw / name).is_file():
+            raise DataError(f"evaluation set not found: {raw / name} (run `dvc repro corpus@eval`)")
+    analogy = evaluate_analogies(
+        words, vectors, raw / "questions-words.txt", restrict_vocab=ev.restrict_vocab
+    )
+    metrics.update({k: v for k, v in analogy.items() if not isinstance(v, dict)})
+    metrics.update(evaluate_similarity(words, vectors, raw / "wordsim353.tsv", "ws353"))
+    metrics.update(evaluate_similarity(words, vectors, raw / "simlex999.txt", "simlex"))
+    return nearest_neighbours(words, vectors, ev.probes, k=ev.neighbours)
 
 
 # --------------------------------------------------------------------------- mixtures

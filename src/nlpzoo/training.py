@@ -164,6 +164,10 @@ class FamilyModule(pl.LightningModule):
         self.log("val/ppl", torch.exp(nll), sync_dist=False, prog_bar=True)
 
     def configure_optimizers(self):
+        # families with their own schedule (word2vec's linear decay, GloVe's AdaGrad) say so
+        custom = getattr(self.model, "configure_optimizers", None)
+        if custom is not None:
+            return custom(int(self.trainer.estimated_stepping_batches))
         return make_optimizer(self.model, self.cfg)
 
 
@@ -232,10 +236,20 @@ class CurveWriter(pl.Callback):
             self.tracker.log_metrics({"train/loss": float(loss)}, step=trainer.global_step)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
-        # the epoch's mean training loss is known only now: complete the last row
-        if trainer.is_global_zero and self.rows and "train/loss_epoch" in trainer.callback_metrics:
-            self.rows[-1]["train_loss"] = float(trainer.callback_metrics["train/loss_epoch"])
-            self.write()
+        # the epoch's mean training loss is known only now: complete this epoch's row (or add
+        # one, for families without a validation split)
+        if not trainer.is_global_zero or "train/loss_epoch" not in trainer.callback_metrics:
+            return
+        loss = float(trainer.callback_metrics["train/loss_epoch"])
+        if self.rows and self.rows[-1]["epoch"] == trainer.current_epoch:
+            self.rows[-1]["train_loss"] = loss
+        else:
+            self.rows.append({"epoch": trainer.current_epoch, "step": trainer.global_step,
+                              "train_loss": loss, "val_loss": math.nan, "val_ppl": math.nan,
+                              "seconds": round(time.time() - self.t0, 2)})
+            if self.tracker is not None:
+                self.tracker.log_metrics({"train/loss_epoch": loss}, step=trainer.global_step)
+        self.write()
 
     def write(self) -> None:
         from nlpzoo.io import atomic_open
@@ -247,9 +261,19 @@ class CurveWriter(pl.Callback):
 
 
 def make_trainer(
-    cfg: TrainerConfig, run: str, plots_path: Path, ckpt_dir: Path, tracker: Any, seed: int
+    cfg: TrainerConfig,
+    run: str,
+    plots_path: Path,
+    ckpt_dir: Path,
+    tracker: Any,
+    seed: int,
+    validate: bool = True,
 ) -> pl.Trainer:
-    """A Trainer from the `trainer:` section; DDP settings reach Lightning unchanged."""
+    """A Trainer from the `trainer:` section; DDP settings reach Lightning unchanged.
+
+    `validate=False` for families without a held-out objective (word vectors): no early
+    stopping, and the last weights are the result.
+    """
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
     if cfg.threads:
@@ -261,13 +285,13 @@ def make_trainer(
         ModelCheckpoint(
             dirpath=ckpt_dir,
             filename="best",
-            monitor="val/ppl",
+            monitor="val/ppl" if validate else None,
             mode="min",
-            save_top_k=1,
+            save_top_k=1 if validate else 0,
             save_last=True,
         ),
     ]
-    if cfg.early_stopping_patience:
+    if validate and cfg.early_stopping_patience:
         callbacks.append(
             EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
         )

@@ -77,6 +77,31 @@ def lm_table(df: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("test ppl", key=lambda s: s.astype(float))
 
 
+def vectors_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Every run with word vectors: analogy (3CosAdd) and similarity (Spearman ρ), with coverage."""
+    if df.empty or "analogy_acc" not in df:
+        return pd.DataFrame()
+    v = df[df["analogy_acc"].notna()].copy()
+    pct = lambda s: s.map(lambda x: f"{100 * x:.1f}" if pd.notna(x) else "–")  # noqa: E731
+    rho = lambda s: s.map(lambda x: f"{x:.3f}" if pd.notna(x) else "–")  # noqa: E731
+    table = pd.DataFrame(
+        {
+            "run": v["run"],
+            "family": v["family"],
+            "analogy % (sem / syn / all)": [
+                f"{100 * a:.1f} / {100 * b:.1f} / {100 * c:.1f}"
+                for a, b, c in zip(
+                    v["analogy_sem_acc"], v["analogy_syn_acc"], v["analogy_acc"], strict=True
+                )
+            ],
+            "analogy coverage %": pct(v["analogy_coverage"]),
+            "WordSim-353 ρ": rho(v.get("ws353_rho", pd.Series(index=v.index, dtype=float))),
+            "SimLex-999 ρ": rho(v.get("simlex_rho", pd.Series(index=v.index, dtype=float))),
+        }
+    )
+    return table.sort_values("run")
+
+
 def _markdown(df: pd.DataFrame) -> str:
     """A plain GitHub-flavoured Markdown table (no optional `tabulate` dependency)."""
     cols = list(df.columns)
@@ -134,6 +159,20 @@ def build_report(metrics_dir: Path, plots_dir: Path, out_dir: Path) -> str:
                 "digit for digit):",
                 "",
                 _markdown(pd.DataFrame(PAPER_LM, columns=["paper", "test ppl / n-gram"])),
+                "",
+            ]
+        vt = vectors_table(df)
+        if not vt.empty:
+            parts += [
+                "## Word vectors",
+                "",
+                "Every run with word vectors, the language models' input embeddings included. "
+                "Analogy: `questions-words.txt`, 3CosAdd on unit vectors, answers among the 30,000 "
+                "most frequent words, questions with an unknown word skipped (coverage = answered "
+                "/ 19,544). Similarity: Spearman ρ between cosine and human scores, pairs with an "
+                "unknown word skipped. Brown is small (1.2 M tokens), so absolute numbers are low.",
+                "",
+                _markdown(vt),
                 "",
             ]
         if curves_figure(plots_dir, tmp / "curves.png"):
