@@ -244,9 +244,16 @@ class CurveWriter(pl.Callback):
         if self.rows and self.rows[-1]["epoch"] == trainer.current_epoch:
             self.rows[-1]["train_loss"] = loss
         else:
-            self.rows.append({"epoch": trainer.current_epoch, "step": trainer.global_step,
-                              "train_loss": loss, "val_loss": math.nan, "val_ppl": math.nan,
-                              "seconds": round(time.time() - self.t0, 2)})
+            self.rows.append(
+                {
+                    "epoch": trainer.current_epoch,
+                    "step": trainer.global_step,
+                    "train_loss": loss,
+                    "val_loss": math.nan,
+                    "val_ppl": math.nan,
+                    "seconds": round(time.time() - self.t0, 2),
+                }
+            )
             if self.tracker is not None:
                 self.tracker.log_metrics({"train/loss_epoch": loss}, step=trainer.global_step)
         self.write()
