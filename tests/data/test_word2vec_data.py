@@ -194,12 +194,17 @@ def test_ranks_split_the_chunks_and_take_equal_steps():
     ranks = [Word2VecPairs(stream, W, 1e-3, 256, rank=r, world=3, seed=5) for r in range(3)]
     assert len({len(r) for r in ranks}) == 1  # every rank the same number of steps
     assert sum(len(r) for r in ranks) == ranks[0].n_chunks
-    # chunk i goes to rank i % world
-    centres = ranks[1][2][1]
-    c = 1 + 2 * 3
-    tok, _, _, first = ranks[1].epoch_stream(0)
-    chunk = tok[int(first[c]) : int(first[c + 1])].tolist()
-    assert len(centres) > 0.9 * len(chunk) and set(centres.tolist()) <= set(chunk)
+    # chunk c goes to rank c % world: with distinct ids (no sub-sampling) a batch's centres are
+    # exactly the tokens of its chunk
+    n = 20_000
+    distinct = np.insert(np.arange(4, n + 4), np.arange(20, n, 20), EOS)  # sentences of 20
+    shards = [Word2VecPairs(distinct, W, 0.0, 100, rank=r, world=3) for r in range(3)]
+    raw = shards[0].chunk  # raw tokens per chunk
+    for r, shard in enumerate(shards):
+        for i in (0, 2, len(shard) - 1):
+            c = r + 3 * i
+            words = distinct[c * raw : (c + 1) * raw]
+            assert torch.equal(shard[i][1], torch.as_tensor(words[words >= 4]))
     # the ranks together see exactly the pairs one process would (same epoch, same seed)
     parts = [all_pairs(r) for r in ranks]
     together = sorted(
