@@ -1,16 +1,46 @@
-"""Render the report from metrics/*.json and plots/*.csv only.
+"""Render the report from metrics/, plots/, eval/ and the runs' word vectors.
 
 Usage: python stages/report.py
-Writes reports/report.md (and its figures).
+Writes reports/report.md, reports/index.html (one self-contained file) and reports/figures/.
 """
 
-from nlpzoo.cli import root, run_stage
-from nlpzoo.report.markdown import build_report
+import hashlib
+import json
+import os
+import subprocess
+
+from nlpzoo.cli import load_params, root, run_stage
+from nlpzoo.config import build
+from nlpzoo.report.build import build_report
+from nlpzoo.report.inputs import Provenance, ReportConfig, load_json
+
+
+def git_revision(base) -> str:
+    res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=base, capture_output=True, text=True)
+    return res.stdout.strip() if res.returncode == 0 else ""
 
 
 def main(argv: list[str]) -> None:
     base = root()
-    build_report(base / "metrics", base / "plots", base / "reports")
+    params = load_params(base / "params.yaml")
+    provenance = Provenance(
+        git_rev=git_revision(base),
+        exp_name=os.environ.get("DVC_EXP_NAME", ""),
+        params_hash=hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12],
+        data={"lm": params.get("lm"), "mt": params.get("mt")},
+        vocab={t: load_json(base / "data" / "vocab" / t / "stats.json") for t in ("lm", "mt")},
+    )
+    build_report(
+        metrics_dir=base / "metrics",
+        plots_dir=base / "plots",
+        eval_dir=base / "eval",
+        models_dir=base / "models",
+        out_dir=base / "reports",
+        runs={name: entry["family"] for name, entry in params["models"].items()},
+        params=params,
+        config=build(ReportConfig, params.get("report"), "report"),
+        provenance=provenance,
+    )
 
 
 if __name__ == "__main__":

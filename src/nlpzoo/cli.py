@@ -27,7 +27,11 @@ def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
 
 
 def root() -> Path:
-    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+    """Where a stage reads and writes: the working directory, which DVC sets to the stage's own
+    copy of the project. Not `DVC_ROOT`: for a queued or `--temp` experiment DVC points that at
+    the parent repository (so MLflow logs there, see tracking.py) while the stage runs in a
+    temporary copy, and writing outputs to the parent would leave the copy without them."""
+    return Path.cwd().resolve()
 
 
 def run_stage(main: Callable[[list[str]], Any]) -> None:

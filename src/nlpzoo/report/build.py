@@ -1,0 +1,483 @@
+"""The `report` stage: `reports/report.md`, `reports/index.html` (same content, figures embedded)
+and `reports/figures/*.png` from the pipeline's metrics, curves and evaluation artifacts.
+
+Sections: header (data, vocabularies, params hash, git revision, DVC experiment), 1 language
+modelling, 2 word vectors, 3 translation, 4 cost, 5 learning curves, and a footer listing the runs
+that are missing or incomplete. Any subset of runs renders; what is absent is listed, not fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nlpzoo.io import atomic_dir, atomic_write_text
+from nlpzoo.report import figures, tables
+from nlpzoo.report.document import (
+    Block,
+    Bullets,
+    Figure,
+    Heading,
+    Para,
+    Table,
+    to_html,
+    to_markdown,
+)
+from nlpzoo.report.inputs import (
+    Provenance,
+    ReportConfig,
+    Run,
+    load_curve,
+    load_json,
+    load_runs,
+    read_vectors,
+)
+
+log = logging.getLogger(__name__)
+
+TITLE = "nlpzoo report"
+TASK_TITLES = {"lm": "language models", "vectors": "word vectors", "mt": "translation"}
+
+
+def build_report(
+    *,
+    metrics_dir: Path,
+    plots_dir: Path,
+    eval_dir: Path,
+    models_dir: Path,
+    out_dir: Path,
+    runs: dict[str, str] | None = None,
+    params: dict[str, Any] | None = None,
+    config: ReportConfig | None = None,
+    provenance: Provenance | None = None,
+) -> str:
+    """Render the report; `runs` maps every run named in params to its family (for the footer).
+
+    Returns the Markdown text; writes `out_dir` as a whole (report.md, index.html, figures/)."""
+    cfg = config or ReportConfig()
+    prov = provenance or Provenance()
+    params = params or {}
+    found, mixtures, missing = load_runs(Path(metrics_dir), dict(runs or {}))
+    with atomic_dir(Path(out_dir)) as tmp:
+        fig_dir = tmp / "figures"
+        fig_dir.mkdir()
+        ctx = _Context(cfg, prov, params, found, Path(plots_dir), Path(eval_dir), Path(models_dir))
+        blocks: list[Block] = [Heading(TITLE, 1)]
+        blocks += _header(ctx)
+        blocks += _language_models(ctx, mixtures)
+        blocks += _word_vectors(ctx, fig_dir)
+        blocks += _translation(ctx, fig_dir)
+        blocks += _cost(ctx)
+        blocks += _curves(ctx, fig_dir)
+        blocks += _footer(ctx, missing)
+        text = to_markdown(blocks, tmp)
+        atomic_write_text(tmp / "report.md", text)
+        atomic_write_text(tmp / "index.html", to_html(blocks, TITLE))
+    return text
+
+
+class _Context:
+    def __init__(self, cfg, prov, params, runs, plots_dir, eval_dir, models_dir) -> None:
+        self.cfg: ReportConfig = cfg
+        self.prov: Provenance = prov
+        self.params: dict = params
+        self.runs: dict[str, Run] = runs
+        self.plots_dir, self.eval_dir, self.models_dir = plots_dir, eval_dir, models_dir
+        self.notes: list[str] = []  # missing artifacts, for the footer
+
+    def of_task(self, task: str) -> list[Run]:
+        return [r for r in self.runs.values() if r.task == task]
+
+    def note(self, run: str, what: str) -> None:
+        self.notes.append(f"`{run}`: {what}")
+
+
+# --------------------------------------------------------------------------- header
+
+
+def _header(ctx: _Context) -> list[Block]:
+    p = ctx.prov
+    exp = f"DVC experiment `{p.exp_name}`" if p.exp_name else "no DVC experiment (workspace run)"
+    rev = f"git revision `{p.git_rev[:12]}`" if p.git_rev else "git revision unknown"
+    phash = f"params hash `{p.params_hash}`" if p.params_hash else "params hash unknown"
+    blocks: list[Block] = [Para(f"Produced from {rev}, {exp}, {phash}.")]
+    rows = []
+    lm, mt = p.data.get("lm") or {}, p.data.get("mt") or {}
+    lm_stats, mt_stats = p.vocab.get("lm") or {}, p.vocab.get("mt") or {}
+    if lm or lm_stats:
+        splits = " / ".join(
+            tables.fmt(lm_stats.get(f"{s}_tokens"), ",.0f") for s in ("train", "valid", "test")
+        )
+        rows.append(
+            {
+                "task": "language models, word vectors",
+                "data": str(lm.get("source", "?"))
+                + (", lowercased" if lm.get("lowercase") else ""),
+                "train / valid / test": f"{splits} tokens",
+                "vocabulary": (
+                    f"{tables.fmt(lm_stats.get('vocab_size'), ',.0f')} words "
+                    f"(count ≥ {lm_stats.get('min_count', '?')}; test <unk> rate "
+                    f"{tables.fmt(lm_stats.get('test_unk_rate'), '.1f', 100)} %)"
+                ),
+            }
+        )
+    if mt or mt_stats:
+        splits = " / ".join(
+            tables.fmt(mt_stats.get(f"{s}_sentences"), ",.0f") for s in ("train", "valid", "test")
+        )
+        rows.append(
+            {
+                "task": "translation",
+                "data": (
+                    f"{mt.get('source', '?')} {mt.get('src', '?')}→{mt.get('tgt', '?')}, "
+                    f"test set {mt.get('test_set', '?')}"
+                ),
+                "train / valid / test": f"{splits} sentence pairs" if "–" not in splits else "–",
+                "vocabulary": (
+                    f"{tables.fmt(mt_stats.get('vocab_size'), ',.0f')} SentencePiece pieces "
+                    f"({mt_stats.get('model_type', '?')}, shared by source and target)"
+                ),
+            }
+        )
+    if rows:
+        blocks.append(Table(pd.DataFrame(rows), "Data"))
+    return blocks
+
+
+# --------------------------------------------------------------------------- 1 language models
+
+
+def _language_models(ctx: _Context, mixtures: dict) -> list[Block]:
+    blocks: list[Block] = [Heading("1. Language modelling")]
+    runs = ctx.of_task("lm")
+    if not runs:
+        return [*blocks, Para("No language-model runs yet.")]
+    blocks += [
+        Para(
+            "Perplexity = exp(mean negative log-likelihood per token) over every token of the "
+            "split, each sentence's `</s>` and `<unk>` included; every run scores the identical "
+            "token stream, so the ratios are fair. Brown is split as in Bengio et al. (2003): "
+            "first 800,000 tokens train, next 200,000 valid, the rest test. Brown is stored in "
+            "genre order, so the test genres differ from most of the training text. The mixture "
+            "interpolates a run with the n-gram, λ chosen on the validation split, as the paper "
+            "does."
+        ),
+        Table(tables.lm_table(runs, mixtures)),
+        Para(
+            "The last row is the paper's own result, **paper, different preprocessing**: "
+            "Bengio et al. (2003) report their best neural model mixed with the trigram 24 % "
+            "below the best n-gram in test perplexity (vocabulary 16,383 words, frequency ≤ 3 "
+            "merged); compare the ratio, not the perplexities."
+        ),
+    ]
+    return blocks
+
+
+# --------------------------------------------------------------------------- 2 word vectors
+
+
+def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
+    blocks: list[Block] = [Heading("2. Word vectors")]
+    runs = [
+        r
+        for r in ctx.runs.values()
+        if r.family != "ngram" and (r.task == "vectors" or "analogy_acc" in r.metrics)
+    ]
+    if not runs:
+        return [*blocks, Para("No runs with word vectors yet.")]
+    blocks += [
+        Para(
+            "Every run with word vectors, the language models' input embeddings included "
+            "(the n-gram has none). Analogy: `questions-words.txt`, 3CosAdd on unit vectors, "
+            "answers searched among the 30,000 most frequent words, questions with an unknown "
+            "word skipped (coverage = answered / 19,544). Similarity: Spearman ρ between cosine "
+            "and human scores, pairs with an unknown word skipped. Brown has 1.2 M tokens, "
+            "far from the papers' billions, so absolute numbers are low."
+        ),
+        Table(tables.vectors_table(runs)),
+    ]
+    neighbours = {}
+    for r in runs:
+        n = load_json(ctx.eval_dir / r.name / "neighbours.json")
+        if isinstance(n, dict) and n:
+            neighbours[r.name] = n
+        else:
+            ctx.note(r.name, f"no eval/{r.name}/neighbours.json")
+    if neighbours:
+        k = ctx.cfg.neighbours
+        blocks += [
+            Para(f"Nearest neighbours (cosine) of the probe words, {k} per run, best first."),
+            Table(tables.neighbours_table(neighbours, k)),
+        ]
+    maps: list[Block] = []
+    for name, n in neighbours.items():
+        path = _projection(ctx, name, n, fig_dir)
+        if path:
+            maps.append(
+                Figure(
+                    path,
+                    f"{name}: probe words and their neighbours, 2-D "
+                    f"{ctx.cfg.projection.upper()} of the unit vectors",
+                )
+            )
+    if maps:
+        blocks += [
+            Para(
+                f"Each probe word (bold) with its {ctx.cfg.neighbours} nearest neighbours, "
+                f"projected to 2-D by {ctx.cfg.projection.upper()} per run (params "
+                "`report.projection`: pca | tsne)."
+            ),
+            *maps,
+        ]
+    return blocks
+
+
+def _projection(ctx: _Context, run: str, neighbours: dict, fig_dir: Path) -> Path | None:
+    k = ctx.cfg.neighbours
+    group: dict[str, str] = {}
+    for probe, found in neighbours.items():
+        if not found:
+            continue
+        group.setdefault(probe, probe)
+        for w in found[:k]:
+            group.setdefault(str(w[0]), probe)
+    path = ctx.models_dir / run / "vectors.txt"
+    if not path.is_file():
+        ctx.note(run, f"no models/{run}/vectors.txt: no projection")
+        return None
+    vecs = read_vectors(path, set(group))
+    words = [w for w in group if w in vecs]
+    if len(words) < 3:
+        return None
+    return figures.projection(
+        run,
+        words,
+        np.stack([vecs[w] for w in words]),
+        [group[w] for w in words],
+        fig_dir / f"projection_{run}.png",
+        method=ctx.cfg.projection,
+        seed=ctx.cfg.seed,
+    )
+
+
+# --------------------------------------------------------------------------- 3 translation
+
+
+def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
+    blocks: list[Block] = [Heading("3. Translation")]
+    runs = ctx.of_task("mt")
+    if not runs:
+        return [*blocks, Para("No translation runs yet.")]
+    mt = ctx.prov.data.get("mt") or {}
+    blocks += [
+        Para(
+            f"{mt.get('source', 'Multi30k')} {mt.get('src', 'de')}→{mt.get('tgt', 'en')}, "
+            f"test set `{mt.get('test_set', 'test_2016_flickr')}`. sacreBLEU is cased and "
+            "detokenized against the raw references; *BLEU tok. lowercase* follows the Multi30k "
+            "literature (Moses-normalised, tokenized, lowercased) and is the column to hold "
+            "against the published tutorial numbers (word-level models, last rows)."
+        ),
+        Table(tables.mt_table(runs)),
+    ]
+    sigs = tables.mt_signatures(runs)
+    if sigs:
+        blocks += [Para("sacreBLEU signatures:"), Bullets(sigs)]
+    for r in runs:
+        samples = _mt_samples(ctx.eval_dir / r.name)
+        if samples is None:
+            ctx.note(r.name, f"no sample translations in eval/{r.name}/")
+        elif ctx.cfg.samples:
+            blocks += [Table(samples.head(ctx.cfg.samples), f"{r.name}: sample translations")]
+        maps = _mt_attention(ctx.eval_dir / r.name)
+        for i, (src, tgt, w) in enumerate(maps[: ctx.cfg.attention_sentences]):
+            path = figures.attention_heatmap(
+                w,
+                src,
+                tgt,
+                f"{r.name}: attention, sentence {i + 1}",
+                fig_dir / f"attention_{r.name}_{i + 1}.png",
+            )
+            if path:
+                blocks.append(
+                    Figure(
+                        path,
+                        f"{r.name}: attention weights, sentence {i + 1} "
+                        "(rows: output tokens, columns: source tokens)",
+                    )
+                )
+        if not maps and r.family in ("attention", "transformer"):
+            ctx.note(r.name, f"no attention arrays in eval/{r.name}/")
+    return blocks
+
+
+_SAMPLE_KEYS = {
+    "source": ("source", "src"),
+    "reference": ("reference", "ref", "target", "tgt"),
+    "greedy": ("greedy", "hypothesis", "hyp", "translation"),
+    "beam": ("beam",),
+}
+
+
+def _mt_samples(run_eval: Path) -> pd.DataFrame | None:
+    """Sample translations from `samples.json` (a list of objects) or `samples.jsonl`/`.tsv`."""
+    rows = None
+    for name in ("samples.json", "samples.jsonl", "samples.tsv"):
+        path = run_eval / name
+        if not path.is_file():
+            continue
+        if name.endswith(".json"):
+            data = load_json(path)
+            rows = data.get("samples") if isinstance(data, dict) else data
+        elif name.endswith(".jsonl"):
+            rows = pd.read_json(path, lines=True).to_dict("records")
+        else:
+            rows = pd.read_csv(path, sep="\t").to_dict("records")
+        break
+    if not rows or not isinstance(rows, list):
+        return None
+    out = []
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        cell = {}
+        for col, keys in _SAMPLE_KEYS.items():
+            for k in keys:
+                if k in row:
+                    v = row[k]
+                    cell[col] = " ".join(v) if isinstance(v, list) else str(v)
+                    break
+        out.append(cell)
+    df = pd.DataFrame(out)
+    return df.fillna(tables.DASH) if not df.empty else None
+
+
+def _mt_attention(run_eval: Path) -> list[tuple[list[str], list[str], np.ndarray]]:
+    """(source tokens, output tokens, weights (T_out, T_src)) from `attention*.json` (a list of
+    objects with source/target tokens and weights) or `attention*.npz`."""
+    found: list[tuple[list[str], list[str], np.ndarray]] = []
+    for path in sorted(run_eval.glob("attention*.json")):
+        data = load_json(path)
+        items = data if isinstance(data, list) else (data or {}).get("sentences", [data])
+        for it in items or []:
+            if not isinstance(it, dict):
+                continue
+            src = _first(it, ("source_pieces", "source_tokens", "src_tokens", "source", "src"))
+            tgt = _first(
+                it,
+                (
+                    "target_pieces",
+                    "output_tokens",
+                    "target_tokens",
+                    "tgt_tokens",
+                    "hyp_tokens",
+                    "hypothesis",
+                    "target",
+                    "tgt",
+                ),
+            )
+            w = _first(it, ("weights", "attention", "alpha"))
+            if src is not None and tgt is not None and w is not None:
+                found.append((_tokens(src), _tokens(tgt), np.asarray(w, dtype=float)))
+    for path in sorted(run_eval.glob("attention*.npz")):
+        with np.load(path, allow_pickle=False) as z:
+            keys = sorted(k for k in z.files if "weight" in k or "attention" in k or "alpha" in k)
+            for k in keys:
+                suffix = k.split("_")[-1]
+                src = next(
+                    (z[s] for s in z.files if s.startswith("src") and s.endswith(suffix)), None
+                )
+                tgt = next(
+                    (
+                        z[s]
+                        for s in z.files
+                        if s.startswith(("tgt", "out", "hyp")) and s.endswith(suffix)
+                    ),
+                    None,
+                )
+                if src is not None and tgt is not None:
+                    found.append(([str(t) for t in src], [str(t) for t in tgt], z[k]))
+    return found
+
+
+def _first(d: dict, keys: tuple[str, ...]) -> Any:
+    return next((d[k] for k in keys if k in d), None)
+
+
+def _tokens(v: Any) -> list[str]:
+    return v.split() if isinstance(v, str) else [str(t) for t in v]
+
+
+# --------------------------------------------------------------------------- 4 cost
+
+
+def _cost(ctx: _Context) -> list[Block]:
+    blocks: list[Block] = [Heading("4. Cost")]
+    vocab = {task: stats.get("vocab_size") for task, stats in ctx.prov.vocab.items() if stats}
+    vocab.setdefault("vectors", vocab.get("lm"))
+    runs = [r for r in ctx.runs.values() if r.task in ("lm", "vectors", "mt")]
+    table = tables.cost_table(runs, ctx.params, vocab)
+    if table.empty:
+        return [*blocks, Para("No run reports its training speed yet.")]
+    blocks += [
+        Para(
+            "Q is the work per training token as Mikolov et al. (2013) count it — multiply-adds "
+            "of one forward pass: NNLM `N×D + N×D×H + H×V` (hierarchical softmax: `H×log₂V`), "
+            "CBOW `N×D + D×log₂V`, skip-gram `C×(D + D×log₂V)` (negative sampling: `K+1` "
+            "for `log₂V`), and the counterparts for the recurrent and Transformer models; "
+            "evaluated here with each run's sizes (where a model counts its own Q, that count "
+            "is shown). Measured time per token is wall-clock training time over tokens seen "
+            "(forward, backward and update, so about 3 Q of work); the ratio of the two is the "
+            "time per multiply-add each implementation achieves on this machine."
+        ),
+        Table(table),
+    ]
+    return blocks
+
+
+# --------------------------------------------------------------------------- 5 learning curves
+
+
+def _curves(ctx: _Context, fig_dir: Path) -> list[Block]:
+    blocks: list[Block] = [Heading("5. Learning curves")]
+    by_task: dict[str, dict[str, pd.DataFrame]] = {}
+    for r in ctx.runs.values():
+        df = load_curve(ctx.plots_dir / f"{r.name}.csv")
+        if df is None:
+            ctx.note(r.name, f"no learning curve plots/{r.name}.csv")
+            continue
+        by_task.setdefault(r.task, {})[r.name] = df
+    figs: list[Block] = []
+    for task in ("lm", "vectors", "mt", *sorted(set(by_task) - {"lm", "vectors", "mt"})):
+        if task not in by_task:
+            continue
+        path = figures.learning_curves(task, by_task[task], fig_dir / f"curves_{task}.png")
+        if path:
+            figs.append(Figure(path, f"Learning curves, {TASK_TITLES.get(task, task)}"))
+    if not figs:
+        return [*blocks, Para("No learning curves yet.")]
+    blocks += [
+        Para(
+            "One point per epoch (after the epoch); runs fitted in one pass (n-gram) are a "
+            "dashed level line. The same curves are DVC plots: `dvc plots show`, "
+            "`dvc plots diff main`."
+        ),
+        *figs,
+    ]
+    return blocks
+
+
+# --------------------------------------------------------------------------- footer
+
+
+def _footer(ctx: _Context, missing: list[tuple[str, str]]) -> list[Block]:
+    items = [f"`{name}`: {why}" for name, why in missing]
+    items += [f"`{r.name}`: {p}" for r in ctx.runs.values() for p in r.problems]
+    items += ctx.notes
+    blocks: list[Block] = [Heading("Missing or incomplete")]
+    if not items:
+        return [*blocks, Para("Nothing: every run named in params.yaml reported every metric.")]
+    return [*blocks, Bullets(items)]

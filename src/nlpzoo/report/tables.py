@@ -1,0 +1,223 @@
+"""The report's tables, as pandas DataFrames of display strings ("–" where a value is missing)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from nlpzoo.report.cost import cost_of
+from nlpzoo.report.inputs import Run
+
+DASH = "–"
+
+# Bengio et al. (2003), Brown corpus, their preprocessing (|V| = 16,383: words of frequency <= 3
+# merged): the best neural model mixed with the trigram has a test perplexity 24 % below the best
+# n-gram.
+PAPER_LM_MIX_RATIO = 0.76
+
+# Published word-level BLEU, Multi30k de→en test_2016_flickr (bentrevett's seq2seq tutorials)
+TUTORIAL_BLEU = {"seq2seq": 13.8, "attention": 28.3, "transformer": 36.5}
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def fmt(v: Any, spec: str = ".1f", scale: float = 1.0) -> str:
+    x = _num(v)
+    return DASH if x is None else format(x * scale, spec)
+
+
+def lm_table(runs: list[Run], mixtures: dict[str, dict]) -> pd.DataFrame:
+    """Perplexities, the ratio to the best n-gram, the Bengio mixture, size and speed."""
+    if not runs:
+        return pd.DataFrame()
+    ngram = [_num(r.metrics.get("test_ppl")) for r in runs if r.family == "ngram"]
+    ngram = [x for x in ngram if x]
+    ref = min(ngram) if ngram else None
+    rows = []
+    for r in sorted(runs, key=lambda r: _num(r.metrics.get("test_ppl")) or math.inf):
+        m, mix = r.metrics, mixtures.get(r.name, {})
+        test, test_mix = _num(m.get("test_ppl")), _num(mix.get("test_ppl_mix"))
+        rows.append(
+            {
+                "run": r.name,
+                "family": r.family,
+                "valid ppl": fmt(m.get("valid_ppl")),
+                "test ppl": fmt(test),
+                "test ppl / n-gram": f"{test / ref:.3f}" if ref and test else DASH,
+                "mixed with n-gram: test ppl (λ)": (
+                    f"{test_mix:.1f} ({fmt(mix.get('lambda'), '.2f')})" if test_mix else DASH
+                ),
+                "mixture / n-gram": f"{test_mix / ref:.3f}" if ref and test_mix else DASH,
+                "parameters": fmt(m.get("params"), ",.0f"),
+                "train s": fmt(m.get("train_seconds"), ".0f"),
+                "tokens/s": fmt(m.get("train_tokens_per_s"), ",.0f"),
+            }
+        )
+    rows.append(
+        {
+            "run": "Bengio et al. 2003, Brown (paper, different preprocessing)",
+            "family": "nnlm + n-gram",
+            **{k: DASH for k in ("valid ppl", "test ppl", "test ppl / n-gram")},
+            "mixed with n-gram: test ppl (λ)": DASH,
+            "mixture / n-gram": f"{PAPER_LM_MIX_RATIO:.2f}",
+            **{k: DASH for k in ("parameters", "train s", "tokens/s")},
+        }
+    )
+    return pd.DataFrame(rows)
+
+
+def vectors_table(runs: list[Run]) -> pd.DataFrame:
+    """Analogy (3CosAdd) and similarity (Spearman ρ) with coverage, every run with vectors."""
+    rows = []
+    for r in runs:
+        m = r.metrics
+        rows.append(
+            {
+                "run": r.name,
+                "family": r.family,
+                "analogy % (sem / syn / all)": " / ".join(
+                    fmt(m.get(k), ".1f", 100)
+                    for k in ("analogy_sem_acc", "analogy_syn_acc", "analogy_acc")
+                ),
+                "analogy coverage %": fmt(m.get("analogy_coverage"), ".1f", 100),
+                "WordSim-353 ρ (coverage %)": (
+                    f"{fmt(m.get('ws353_rho'), '.3f')} ({fmt(m.get('ws353_coverage'), '.0f', 100)})"
+                ),
+                "SimLex-999 ρ (coverage %)": (
+                    f"{fmt(m.get('simlex_rho'), '.3f')} "
+                    f"({fmt(m.get('simlex_coverage'), '.0f', 100)})"
+                ),
+                "dim": fmt(m.get("dim") or m.get("emb_dim"), ".0f"),
+            }
+        )
+    df = pd.DataFrame(rows)
+    if not df.empty and (df["dim"] == DASH).all():
+        df = df.drop(columns="dim")
+    return df
+
+
+def neighbours_table(neighbours: dict[str, dict[str, list]], k: int) -> pd.DataFrame:
+    """Probe words down, runs across; each cell the run's k nearest neighbours, best first."""
+    runs = list(neighbours)
+    probes = list(dict.fromkeys(p for n in neighbours.values() for p in n))
+    rows = []
+    for p in probes:
+        row = {"probe": f"**{p}**"}
+        for run in runs:
+            found = neighbours[run].get(p)
+            row[run] = ", ".join(str(w[0]) for w in found[:k]) if found else DASH
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- translation
+
+DECODINGS = ("greedy", "beam")
+MT_COLUMNS = {  # column -> metric base names, first found wins
+    "sacreBLEU": ("bleu", "sacrebleu"),
+    "BLEU tok. lowercase": ("bleu_tok_lc", "bleu_tok", "tok_bleu"),
+    "chrF": ("chrf",),
+    "sentences/s": ("decode_sents_per_s", "sents_per_s", "sentences_per_s"),
+}
+
+
+def mt_value(m: dict[str, Any], bases: tuple[str, ...], decoding: str) -> Any:
+    """A metric for one decoding: `BASE_beam`, `beam_BASE`, or plain `BASE` for greedy."""
+    for base in bases:
+        for key in (f"{base}_{decoding}", f"{decoding}_{base}", f"{decoding}/{base}"):
+            if key in m:
+                return m[key]
+        if decoding == "greedy" and base in m:
+            return m[base]
+    return None
+
+
+def mt_table(runs: list[Run]) -> pd.DataFrame:
+    rows = []
+    for r in runs:
+        m = r.metrics
+        for decoding in DECODINGS:
+            values = {col: mt_value(m, bases, decoding) for col, bases in MT_COLUMNS.items()}
+            if all(v is None for v in values.values()):
+                continue
+            rows.append(
+                {
+                    "run": r.name,
+                    "family": r.family,
+                    "decoding": decoding,
+                    **{
+                        col: fmt(v, ".1f" if col != "sentences/s" else ",.1f")
+                        for col, v in values.items()
+                    },
+                    "test ppl": fmt(m.get("test_ppl"), ".2f"),
+                    "parameters": fmt(m.get("params"), ",.0f"),
+                    "train s": fmt(m.get("train_seconds"), ".0f"),
+                }
+            )
+    for family, bleu in TUTORIAL_BLEU.items():
+        rows.append(
+            {
+                "run": f"tutorial {family} (word-level, published)",
+                "family": family,
+                "decoding": DASH,
+                **dict.fromkeys(MT_COLUMNS, DASH),
+                "BLEU tok. lowercase": f"{bleu:.1f}",
+                "test ppl": DASH,
+                "parameters": DASH,
+                "train s": DASH,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def mt_signatures(runs: list[Run]) -> list[str]:
+    out = []
+    for r in runs:
+        sigs = sorted(
+            {str(v) for k, v in r.metrics.items() if "signature" in k and isinstance(v, str)}
+        )
+        out += [f"{r.name}: `{s}`" for s in sigs]
+    return out
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def cost_table(runs: list[Run], params: dict, vocab_sizes: dict[str, int]) -> pd.DataFrame:
+    """Q from the paper's formula with the run's sizes, measured time per training token, ratio."""
+    rows = []
+    for r in runs:
+        m = r.metrics
+        c = cost_of(r.family, params.get(r.name), vocab_sizes.get(r.task))
+        model_q = _num(m.get("cost_per_token"))
+        q = model_q or (c.q if c else None)
+        tps = _num(m.get("train_tokens_per_s"))
+        if q is None and tps is None:
+            continue
+        unit = c.unit if c else "token"
+        seconds = 1.0 / tps if tps else None
+        rows.append(
+            {
+                "run": r.name,
+                "family": r.family,
+                "formula": f"`{c.formula}`" if c else DASH,
+                "sizes": c.sizes if c else DASH,
+                "Q (multiply-adds per token)": (
+                    f"{q:,.0f}" + (" per entry" if unit == "entry" else "") if q else DASH
+                ),
+                "measured µs per training token": f"{seconds * 1e6:,.2f}" if seconds else DASH,
+                "ns per multiply-add": f"{seconds / q * 1e9:.3f}" if seconds and q else DASH,
+                "GMAC/s achieved": f"{q * tps / 1e9:.2f}" if q and tps else DASH,
+            }
+        )
+    return pd.DataFrame(rows)
