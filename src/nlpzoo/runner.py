@@ -273,20 +273,31 @@ def _train_neural(
     import torch
 
     from nlpzoo.data.lm import LMDataModule
-    from nlpzoo.training import FamilyModule, make_trainer
+    from nlpzoo.training import FamilyModule, fingerprint, make_trainer, prepare_resume
 
     _, model_cls = FAMILIES[spec.family]
     for split, stream in (("train", train_stream), ("valid", valid_stream)):
         _check_context(stream, _context_of(cfg), split, spec.name)
+    torch.manual_seed(seed)  # the initial weights follow the params' seed
     module = FamilyModule(spec.family, asdict(cfg), len(vocab), run=spec.name, counts=vocab.counts)
     data = LMDataModule(
         model_cls, cfg, train_stream, valid_stream, num_workers=trainer_cfg.num_workers, seed=seed
     )
     ckpt_dir = root / "checkpoints" / spec.name
-    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    # resume an interrupted run of the same params and data (DESIGN §7), else start fresh
+    settings = {
+        "run": spec.name,
+        "family": spec.family,
+        "config": asdict(cfg),
+        "trainer": trainer_cfg.result_settings(),
+        "seed": seed,
+        "counts": list(vocab.counts),
+    }
+    arrays = [train_stream, valid_stream]
+    resume = prepare_resume(ckpt_dir, fingerprint(settings, arrays))
     trainer = make_trainer(trainer_cfg, spec.name, plots_path, ckpt_dir, tracker, seed)
     t0 = time.time()
-    trainer.fit(module, datamodule=data)
+    trainer.fit(module, ckpt_path=resume, weights_only=True, datamodule=data)
     fit_seconds = time.time() - t0
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best and Path(best).is_file():

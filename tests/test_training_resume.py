@@ -1,0 +1,239 @@
+"""Interrupted training resumes from its last checkpoint and ends where an uninterrupted run ends.
+
+In process, a run is "killed" by a callback raising KeyboardInterrupt at a chosen step (what Ctrl-C
+does inside Lightning); the subprocess test sends a real SIGKILL to `stages/train.py`. The
+checkpoint holds weights, optimizer and scheduler, loop counters and data position, callback
+states, RNG states and a recurrent model's carried hidden state, so on CPU the resumed run must
+reproduce the uninterrupted one bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+import yaml
+
+from nlpzoo import runner, training
+from nlpzoo.data.vocab import Vocab
+from nlpzoo.tracking import Tracker
+
+ROOT = Path(__file__).resolve().parents[1]
+
+RUNS = {
+    # a recurrent run: BPTT windows in order, hidden state carried across batches, dropout
+    "lstm_lm": {
+        "family": "rnn_lm",
+        "cell": "lstm",
+        "emb_dim": 16,
+        "hidden_dim": 16,
+        "num_layers": 2,
+        "dropout": 0.3,
+        "bptt": 8,
+        "batch_size": 8,
+        "lr": 0.01,
+    },
+    # a window run: shuffled batches, SGD with a per-step learning-rate schedule
+    "nnlm": {
+        "family": "nnlm",
+        "context_size": 2,
+        "emb_dim": 8,
+        "hidden_dim": 16,
+        "batch_size": 64,
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "lr_decay": 0.001,
+    },
+}
+
+
+def tiny_params(run: str, **trainer) -> dict:
+    section = dict(RUNS[run])
+    section["trainer"] = {
+        "max_epochs": 2,
+        "accelerator": "cpu",
+        "devices": 1,
+        "early_stopping_patience": 0,
+        "checkpoint_every_steps": 10,
+        "checkpoint_every_minutes": 0,
+        **trainer,
+    }
+    models = {run: {"family": section["family"], "data": "vocab/lm"}}
+    return {"seed": 7, "models": models, run: section}
+
+
+def make_project(root: Path, n_train: int = 250) -> Path:
+    """A tiny encoded corpus at `root/data/vocab/lm` (about 25 batches per epoch here)."""
+    rng = np.random.default_rng(0)
+    words = ["the cat", "a dog", "she", "he", "sees", "likes", "eats", "a ball", "the bread", "."]
+
+    def lines(n: int) -> list[str]:
+        return [" ".join(rng.choice(words, size=rng.integers(3, 8))) for _ in range(n)]
+
+    splits = {"train": lines(n_train), "valid": lines(30), "test": lines(30)}
+    vocab = Vocab.build(Counter(w for line in splits["train"] for w in line.split()), 1)
+    out = root / "data" / "vocab" / "lm"
+    out.mkdir(parents=True, exist_ok=True)
+    vocab.save(out / "vocab.txt")
+    for split, text in splits.items():
+        np.save(out / f"{split}.npy", vocab.encode_lines(text).astype(np.int32))
+    return root
+
+
+def _inactive(cls, run, *args, **kwargs):
+    return cls(None, None, "-", run)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    # MLflow is not under test here: an inactive tracker keeps these runs fast
+    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+    handler = signal.getsignal(signal.SIGINT)
+    yield make_project(tmp_path)
+    signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after a KeyboardInterrupt
+
+
+class _Kill(pl.Callback):
+    def __init__(self, at_step: int) -> None:
+        self.at_step = at_step
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.at_step:
+            raise KeyboardInterrupt(f"simulated kill at step {self.at_step}")
+
+
+class _FirstStep(pl.Callback):
+    """Records the step each fit starts from."""
+
+    def __init__(self, starts: list[int]) -> None:
+        self.starts = starts
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.starts.append(trainer.global_step)
+
+
+def _train(monkeypatch, params: dict, run: str, root: Path, *extra: pl.Callback) -> dict:
+    make = training.make_trainer
+
+    def with_extra(*args, **kwargs):
+        trainer = make(*args, **kwargs)
+        trainer.callbacks[:0] = list(extra)  # ahead of the checkpoint callbacks
+        return trainer
+
+    with monkeypatch.context() as m:
+        m.setattr(training, "make_trainer", with_extra)
+        return runner.train(params, run, root)
+
+
+def _weights(root: Path, run: str) -> dict:
+    return torch.load(root / "models" / run / "model.pt", weights_only=True)["state_dict"]
+
+
+def _curve(root: Path, run: str) -> list[tuple]:
+    """(epoch, step, val_loss, val_ppl) rows; train_loss of a resumed epoch averages only the
+    batches after the resume, so it is left out."""
+    rows = (root / "plots" / f"{run}.csv").read_text().split()[1:]
+    return [tuple(r.split(",")[i] for i in (0, 1, 3, 4)) for r in rows]
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(project, monkeypatch, run):
+    params, starts = tiny_params(run), []
+    _train(monkeypatch, params, run, project, _FirstStep(starts))
+    reference, curve = _weights(project, run), _curve(project, run)
+    assert not (project / "checkpoints" / run).exists()  # a finished run leaves no scratch
+
+    kill_at = 47  # mid second epoch (25-35 batches each), 7 steps after the step-40 checkpoint
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        _train(monkeypatch, params, run, project, _Kill(kill_at), _FirstStep(starts))
+    assert (project / "checkpoints" / run / "resume.ckpt").is_file()
+    assert not (project / "models" / run).exists() or not list(
+        (project / "models").glob(f".{run}.*")
+    )  # no half-written output
+
+    _train(monkeypatch, params, run, project, _FirstStep(starts))
+    assert starts == [0, 0, 40]  # resumed at its last checkpoint, not from step 0
+    resumed = _weights(project, run)
+    for name, tensor in reference.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
+    assert _curve(project, run) == curve
+    assert not (project / "checkpoints" / run).exists()
+
+
+def test_changed_params_start_fresh(project, monkeypatch):
+    run, starts = "nnlm", []
+    params = tiny_params(run)
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        _train(monkeypatch, params, run, project, _Kill(25), _FirstStep(starts))
+    params[run]["lr"] = 0.05  # other params: the checkpoint of step 20 is not theirs
+    params[run]["trainer"]["max_epochs"] = 1
+    _train(monkeypatch, params, run, project, _FirstStep(starts))
+    assert starts == [0, 0]
+
+
+def test_fingerprint_covers_settings_and_every_token():
+    stream = np.arange(1000) % 17
+    other = stream.copy()
+    other[500] = 3
+    base = training.fingerprint({"lr": 0.1}, [stream])
+    assert base == training.fingerprint({"lr": 0.1}, [stream.copy()])
+    assert base != training.fingerprint({"lr": 0.2}, [stream])
+    assert base != training.fingerprint({"lr": 0.1}, [other])
+    cfg = training.TrainerConfig()
+    frequency = training.TrainerConfig(checkpoint_every_steps=5, checkpoint_every_minutes=1.0)
+    assert cfg.result_settings() == frequency.result_settings()  # how often is not what
+    assert cfg.result_settings() != training.TrainerConfig(max_epochs=9).result_settings()
+
+
+def test_prepare_resume_needs_a_matching_readable_checkpoint(tmp_path):
+    ckpt = tmp_path / "checkpoints" / "run"
+    assert training.prepare_resume(ckpt, "a" * 64) is None  # nothing yet: starts, stamps
+    assert (ckpt / "fingerprint").read_text().strip() == "a" * 64
+    torch.save({"global_step": 12}, ckpt / "resume.ckpt")
+    assert training.prepare_resume(ckpt, "a" * 64) == ckpt / "resume.ckpt"
+    (ckpt / "resume.ckpt").write_bytes(b"truncated by a kill")
+    assert training.prepare_resume(ckpt, "a" * 64) is None  # unreadable: fresh
+    torch.save({"global_step": 12}, ckpt / "resume.ckpt")
+    assert training.prepare_resume(ckpt, "b" * 64) is None  # another fingerprint: cleared
+    assert sorted(p.name for p in ckpt.iterdir()) == ["fingerprint"]
+
+
+def test_sigkill_then_rerun_resumes_the_stage(tmp_path, monkeypatch):
+    """`python stages/train.py` killed with SIGKILL after its first checkpoint, then rerun."""
+    run = "lstm_lm"
+    params = tiny_params(run, checkpoint_every_steps=5)
+    project = make_project(tmp_path)
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+    runner.train(params, run, project)  # the uninterrupted reference, in process
+    reference = _weights(project, run)
+
+    # an unusable tracking URI: MLflow is skipped after one warning (tests/test_tracking.py)
+    env = dict(os.environ, MLFLOW_TRACKING_URI="unsupported-scheme://nowhere")
+    cmd = [sys.executable, str(ROOT / "stages" / "train.py"), run]
+    proc = subprocess.Popen(cmd, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
+    ckpt = project / "checkpoints" / run / "resume.ckpt"
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert ckpt.is_file()
+
+    done = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming from" in done.stderr and "(step 0)" not in done.stderr, done.stderr[-3000:]
+    resumed = _weights(project, run)
+    for name, tensor in reference.items():
+        torch.testing.assert_close(resumed[name], tensor, msg=name)
+    assert not (project / "checkpoints" / run).exists()
