@@ -157,6 +157,10 @@ def train(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.tracking import Tracker
 
     spec, cfg, trainer_cfg = run_configs(params, name)
+    if TASKS[spec.family] == "mt":  # translation: its own data, module and metrics
+        from nlpzoo.mt_runner import train_mt
+
+        return train_mt(params, spec, cfg, trainer_cfg, root)
     seed = int(params.get("seed", 0))
     data_dir = root / "data" / spec.data
     if TASKS[spec.family] == "lm":
@@ -382,6 +386,10 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.tracking import Tracker
 
     spec, cfg, _ = run_configs(params, name)
+    if TASKS[spec.family] == "mt":
+        from nlpzoo.mt_runner import evaluate_mt
+
+        return evaluate_mt(params, spec, cfg, root)
     ev = build(EvaluationConfig, params.get("evaluation"), "evaluation")
     run_dir = root / "models" / name
     data_dir = root / "data" / spec.data

@@ -16,17 +16,35 @@ Contract of a language-model family (task "lm"), so the shared training and scor
 `window`: inputs (B, n-1), targets (B,). `stream`: inputs (B, T), targets (B, T) = inputs shifted
 by one token. `token_log_probs` is exact (normalised over the whole vocabulary), whatever the
 output layer, and is what perplexity is computed from.
+
+Translation families (task "mt") take padded id batches (`nlpzoo.data.mt`): `forward(src, tgt_in,
+labels=None) -> (logits (B, T, V), loss)`, and for decoding (`nlpzoo.evaluation.decoding`) `START`,
+`start(src) -> state` and `step(state, tokens) -> (log_probs, state)`; the attention families add
+`cross_attention(src, tgt_in) -> (B, T, S)`. Training and evaluation: `nlpzoo.mt_runner`.
 """
 
 from __future__ import annotations
 
-from nlpzoo.models import ngram, nnlm, rnn_lm, transformer_lm
+from nlpzoo.models import (
+    attention,
+    decoder_mt,
+    ngram,
+    nnlm,
+    rnn_lm,
+    seq2seq,
+    transformer,
+    transformer_lm,
+)
 
 FAMILIES = {
     "ngram": (ngram.Config, ngram.KneserNey),
     "nnlm": (nnlm.Config, nnlm.NNLM),
     "rnn_lm": (rnn_lm.Config, rnn_lm.RNNLM),
     "transformer_lm": (transformer_lm.Config, transformer_lm.TransformerLM),
+    "seq2seq": (seq2seq.Config, seq2seq.Seq2Seq),
+    "attention": (attention.Config, attention.Bahdanau),
+    "transformer": (transformer.Config, transformer.Transformer),
+    "decoder_mt": (decoder_mt.Config, decoder_mt.DecoderMT),
 }
 
 # the data each family trains on and how it is scored
@@ -35,7 +53,11 @@ TASKS = {
     "nnlm": "lm",
     "rnn_lm": "lm",
     "transformer_lm": "lm",
+    "seq2seq": "mt",
+    "attention": "mt",
+    "transformer": "mt",
+    "decoder_mt": "mt",
 }
 
 # families trained with Lightning (the others fit in closed form or by counting)
-NEURAL = {"nnlm", "rnn_lm", "transformer_lm"}
+NEURAL = {"nnlm", "rnn_lm", "transformer_lm", "seq2seq", "attention", "transformer", "decoder_mt"}

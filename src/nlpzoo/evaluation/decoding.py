@@ -1,0 +1,198 @@
+"""Greedy and beam-search decoding for every translation family, batched over sentences.
+
+A family exposes (besides `forward`):
+
+    START                                 the first decoder input (<s>; <sep> for decoder-only)
+    start(src (B, S)) -> state            runs the encoder (or the prompt) once
+    step(state, tokens (N,)) -> (log p (N, V), state)
+
+`state` is any nest of dicts, lists and tuples of tensors whose first dimension is the row; beam
+search reorders rows with `index_select`, never looking inside.
+
+Each sentence may produce at most `ratio · |source| + extra` pieces (the `</s>` included); at
+that length `</s>` is forced, so every hypothesis ends with `</s>`, and `</s>` ends it.
+
+Beam search keeps K live hypotheses per sentence. At each step the 2K best extensions are taken
+(Σ log p over the hypothesis); those among the top K that end in `</s>` are finished and scored
+by the length-normalised score of Wu et al. (2016), GNMT eq. 14:
+
+    s(Y) = log P(Y | X) / lp(Y),   lp(Y) = ((5 + |Y|) / (5 + 1))^α      (α = 0: no normalisation)
+
+and the K best extensions that do not end are kept alive. A sentence is done when it has K
+finished hypotheses and its best live one, normalised at the current length, is worse than its
+worst finished one. Finishing only among the top K (as fairseq does) makes beam 1 equal to
+greedy search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from nlpzoo.data.vocab import EOS, PAD
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Hypotheses:
+    """Per sentence, hypotheses best first: ids without `</s>`, their normalised scores and their
+    log-probabilities (Σ log p including `</s>`)."""
+
+    tokens: list[list[list[int]]]  # [sentence][rank] -> ids
+    scores: torch.Tensor  # (B, K) length-normalised
+    log_probs: torch.Tensor  # (B, K)
+
+    def best(self) -> list[list[int]]:
+        return [hyps[0] for hyps in self.tokens]
+
+
+def length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
+    """lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, eq. 14)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(src: torch.Tensor, ratio: float, extra: int = 10) -> torch.Tensor:
+    """Longest output per sentence, `</s>` included: ⌈ratio · |source|⌉ + extra, (B,)."""
+    n = (src != PAD).sum(1).double()
+    return (torch.ceil(ratio * n) + extra).long()
+
+
+def reorder(state, index: torch.Tensor):
+    """Select rows `index` of every tensor in a nest of dicts / lists / tuples."""
+    if isinstance(state, torch.Tensor):
+        return state.index_select(0, index)
+    if isinstance(state, dict):
+        return {k: reorder(v, index) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(reorder(v, index) for v in state)
+    return state
+
+
+def _force_eos(log_p: torch.Tensor, force: torch.Tensor) -> torch.Tensor:
+    """Rows where `force` (broadcastable to log_p[..., 0]) may only emit `</s>` now."""
+    only_eos = torch.full_like(log_p, NEG_INF)
+    only_eos[..., EOS] = 0.0
+    return torch.where(force[..., None], only_eos, log_p)
+
+
+def _strip(ids: list[int]) -> list[int]:
+    return ids[: ids.index(EOS)] if EOS in ids else ids
+
+
+@torch.no_grad()
+def greedy(model, src: torch.Tensor, max_len_ratio: float = 1.5, extra: int = 10) -> Hypotheses:
+    """The most likely next piece at every step, for a batch of sources (B, S)."""
+    B = src.shape[0]
+    limit = max_lengths(src, max_len_ratio, extra).to(src.device)  # (B,)
+    state = model.start(src)
+    tokens = torch.full((B,), model.START, dtype=torch.long, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    total = torch.zeros(B, dtype=torch.float64, device=src.device)
+    out = []
+    for t in range(int(limit.max())):
+        log_p, state = model.step(state, tokens)  # (B, V)
+        log_p = _force_eos(log_p, t + 1 >= limit)
+        tokens = log_p.argmax(-1)  # (B,)
+        tokens = torch.where(done, torch.full_like(tokens, EOS), tokens)
+        total += torch.where(done, 0.0, log_p.gather(1, tokens[:, None])[:, 0].double())
+        out.append(tokens)
+        done |= tokens == EOS
+        if bool(done.all()):
+            break
+    seqs = torch.stack(out, 1).tolist()  # (B, t)
+    return Hypotheses(
+        tokens=[[_strip(s)] for s in seqs],
+        scores=total[:, None].float(),  # one hypothesis: nothing to normalise against
+        log_probs=total[:, None].float(),
+    )
+
+
+@torch.no_grad()
+def beam_search(
+    model,
+    src: torch.Tensor,
+    beam_size: int = 5,
+    alpha: float = 0.6,
+    max_len_ratio: float = 1.5,
+    extra: int = 10,
+) -> Hypotheses:
+    """K best translations per source (B, S), sorted by length-normalised score (module doc)."""
+    B, K, device = src.shape[0], beam_size, src.device
+    limit = max_lengths(src, max_len_ratio, extra).to(device)  # (B,)
+    T_max = int(limit.max())
+    state = reorder(model.start(src), torch.arange(B, device=device).repeat_interleave(K))
+    tokens = torch.full((B * K,), model.START, dtype=torch.long, device=device)
+    # live hypotheses: Σ log p (B, K); only beam 0 is live at first, so step 1 is not K copies
+    alive = torch.full((B, K), NEG_INF, device=device)
+    alive[:, 0] = 0.0
+    alive_seq = torch.full((B, K, T_max), EOS, dtype=torch.long, device=device)
+    fin_score = torch.full((B, K), NEG_INF, device=device)  # normalised, sorted descending
+    fin_logp = torch.full((B, K), NEG_INF, device=device)
+    fin_seq = torch.full((B, K, T_max), EOS, dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    rows = torch.arange(B, device=device)[:, None]  # (B, 1)
+    for t in range(T_max):
+        log_p, state = model.step(state, tokens)  # (B·K, V)
+        V = log_p.shape[-1]
+        log_p = _force_eos(log_p.view(B, K, V).float(), (t + 1 >= limit)[:, None].expand(B, K))
+        cand = (alive[:, :, None] + log_p).view(B, K * V)  # Σ log p of every extension
+        top, idx = cand.topk(2 * K, dim=1)  # (B, 2K), best first
+        beam, token = idx // V, idx % V  # which live hypothesis, which piece
+        seq = alive_seq[rows, beam]  # (B, 2K, T_max)
+        seq[:, :, t] = token
+        ends = token == EOS
+        # finished: `</s>` among the top K extensions, sentence not done yet
+        can_finish = ends & (torch.arange(2 * K, device=device) < K)[None] & ~done[:, None]
+        norm = top / length_penalty(t + 1, alpha)
+        new_fin = torch.where(can_finish, norm, torch.full_like(norm, NEG_INF))
+        pool_score = torch.cat([fin_score, new_fin], 1)  # (B, 3K)
+        pool_logp = torch.cat([fin_logp, top], 1)
+        pool_seq = torch.cat([fin_seq, seq], 1)  # (B, 3K, T_max)
+        fin_score, keep = pool_score.topk(K, dim=1)  # (B, K), sorted
+        fin_logp = pool_logp.gather(1, keep)
+        fin_seq = pool_seq[rows, keep]
+        # live: the K best extensions that do not end
+        live = torch.where(ends, torch.full_like(top, NEG_INF), top)
+        alive, pick = live.topk(K, dim=1)  # (B, K)
+        alive_seq = seq[rows, pick]
+        tokens = token.gather(1, pick).view(-1)  # (B·K,)
+        state = reorder(state, (rows * K + beam.gather(1, pick)).view(-1))
+        # done: K finished, and no live hypothesis can beat the worst of them (at this length)
+        best_live = alive[:, 0] / length_penalty(t + 1, alpha)
+        done |= (fin_score[:, -1] > NEG_INF) & (best_live <= fin_score[:, -1])
+        done |= t + 1 >= limit
+        if bool(done.all()):
+            break
+    seqs = fin_seq.tolist()
+    return Hypotheses(
+        tokens=[[_strip(h) for h in hyps] for hyps in seqs], scores=fin_score, log_probs=fin_logp
+    )
+
+
+def translate_batches(
+    model,
+    sources: list,
+    batch_size: int,
+    beam_size: int,
+    alpha: float,
+    max_len_ratio: float,
+    device: torch.device | str = "cpu",
+) -> list[list[int]]:
+    """Best translation (ids) of every source (list of id arrays), in input order. Sentences are
+    decoded in batches of similar length; beam_size 1 uses greedy search."""
+    from nlpzoo.data.mt import pad
+
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    out: list[list[int]] = [[] for _ in sources]
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = pad([sources[i] for i in chunk], PAD).to(device)
+        if beam_size == 1:
+            hyps = greedy(model, src, max_len_ratio)
+        else:
+            hyps = beam_search(model, src, beam_size, alpha, max_len_ratio)
+        for i, ids in zip(chunk, hyps.best(), strict=True):
+            out[i] = ids
+    return out

@@ -1,0 +1,210 @@
+"""RNN encoder–decoder with additive attention: Bahdanau, Cho & Bengio (ICLR 2015), "Neural Machine
+Translation by Jointly Learning to Align and Translate" (RNNsearch).
+
+The encoder no longer squeezes the sentence into one vector: a bidirectional RNN gives one
+annotation per source word, and the decoder looks back at all of them at every step (§3, App. A):
+
+    h_j = [→h_j ; ←h_j]                         annotation of word j, (2H)
+    s_0 = tanh(W_s ←h_1)                        the backward RNN's final state (App. A.2.2)
+    e_ij = v_aᵀ tanh(W_a s_{i−1} + U_a h_j)     alignment model, additive score (eq. 6)
+    α_ij = exp(e_ij) / Σ_k exp(e_ik)            over source positions, padding masked (eq. 6)
+    c_i = Σ_j α_ij h_j                          context vector (eq. 5)
+    s_i = RNN([E y_{i−1} ; c_i], s_{i−1})       decoder state (eq. 4)
+    t_i = W_t [E y_{i−1} ; s_i ; c_i]           deep output (App. A.2.2 uses s_{i−1})
+    t_i ← max(t_{i,2k−1}, t_{i,2k})   (maxout, optional)
+    p(y_i | y_<i, x) = softmax(W_o t_i)
+
+U_a h_j does not depend on i and is computed once per sentence. Paper sizes: 1000 hidden units per
+direction, 620-dimensional embeddings, 1000 alignment units, maxout of 500, Adadelta.
+
+Symbols: B batch, S source positions, T target positions, V vocabulary, E = `emb_dim`,
+H = `hidden_dim` (per encoder direction and for the decoder), A = `attn_dim`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nlpzoo.config import require
+from nlpzoo.data.mt import IGNORE, check_mt_config
+from nlpzoo.data.vocab import BOS, PAD
+
+
+@dataclass
+class Config:
+    emb_dim: int = 128  # E (paper: 620)
+    hidden_dim: int = 256  # H, per encoder direction and for the decoder (paper: 1000)
+    attn_dim: int = 128  # A, the alignment model's hidden size (paper: 1000)
+    cell: str = "gru"  # gru (the paper's gated unit) | lstm
+    maxout: int = 0  # size of the maxout output layer (paper: 500); 0 = a linear deep output
+    dropout: float = 0.3  # on embeddings and before the output layer (paper: none)
+    batch_size: int = 64  # sentence pairs per step (paper: 80)
+    max_len: int = 64  # training pairs with a longer side (in pieces) are skipped
+    optimizer: str = "adam"  # adam | sgd (paper: Adadelta)
+    lr: float = 0.002
+    lr_decay: float = 0.0
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    beam_size: int = 5  # beam search width at evaluation (paper: 12)
+    length_penalty: float = 0.6  # α of lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016); 0 = none
+    max_len_ratio: float = 1.5  # a translation ends by ratio · |source| + 10 pieces
+
+    def __post_init__(self) -> None:
+        check_mt_config(self)
+        for key in ("emb_dim", "hidden_dim", "attn_dim"):
+            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
+        require(self.cell in ("gru", "lstm"), "cell", f"must be gru or lstm, got {self.cell!r}")
+        require(self.maxout >= 0, "maxout", "must be >= 0 (0: no maxout layer)")
+
+
+class AdditiveAttention(nn.Module):
+    """e_ij = v_aᵀ tanh(W_a s_{i−1} + U_a h_j), α = masked softmax over j, c_i = Σ_j α_ij h_j."""
+
+    def __init__(self, state_dim: int, annotation_dim: int, attn_dim: int) -> None:
+        super().__init__()
+        self.W_a = nn.Linear(state_dim, attn_dim, bias=False)
+        self.U_a = nn.Linear(annotation_dim, attn_dim)
+        self.v_a = nn.Linear(attn_dim, 1, bias=False)
+
+    def keys(self, annotations: torch.Tensor) -> torch.Tensor:
+        """U_a h_j for every j, once per sentence: (B, S, 2H) → (B, S, A)."""
+        return self.U_a(annotations)
+
+    def forward(
+        self,
+        s_prev: torch.Tensor,
+        keys: torch.Tensor,
+        annotations: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """s_prev (B, H), keys (B, S, A), annotations (B, S, 2H), mask (B, S) True on words.
+        Returns the context c_i (B, 2H) and the weights α_i (B, S)."""
+        e = self.v_a(torch.tanh(self.W_a(s_prev)[:, None, :] + keys)).squeeze(-1)  # (B, S)
+        e = e.masked_fill(~mask, float("-inf"))  # padding gets exactly zero weight
+        alpha = torch.softmax(e, dim=-1)  # (B, S), sums to 1 over the words
+        context = (alpha[:, :, None] * annotations).sum(1)  # (B, 2H)
+        return context, alpha
+
+
+class Bahdanau(nn.Module):
+    """Bidirectional RNN encoder, additive attention, RNN decoder with a deep output layer."""
+
+    TASK = "mt"
+    START = BOS
+
+    def __init__(self, config: Config, vocab_size: int, counts=None) -> None:
+        super().__init__()
+        self.config = c = config
+        E, H = c.emb_dim, c.hidden_dim
+        rnn = nn.GRU if c.cell == "gru" else nn.LSTM
+        cell = nn.GRUCell if c.cell == "gru" else nn.LSTMCell
+        self.src_emb = nn.Embedding(vocab_size, E, padding_idx=PAD)
+        self.tgt_emb = nn.Embedding(vocab_size, E, padding_idx=PAD)
+        self.encoder = rnn(E, H, batch_first=True, bidirectional=True)
+        self.init_state = nn.Linear(H, H)  # W_s: s_0 = tanh(W_s ←h_1)
+        self.attention = AdditiveAttention(H, 2 * H, c.attn_dim)
+        self.cell = cell(E + 2 * H, H)  # input [E y_{i−1}; c_i]
+        out_in = E + H + 2 * H  # [E y_{i−1}; s_i; c_i]
+        if c.maxout:
+            self.deep_out = nn.Linear(out_in, 2 * c.maxout)  # pairs of units, max taken
+            self.out = nn.Linear(c.maxout, vocab_size)
+        else:
+            self.deep_out = None
+            self.out = nn.Linear(out_in, vocab_size)
+        self.drop = nn.Dropout(c.dropout)
+
+    # ------------------------------------------------------------------ encoder
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """src (B, S) → annotations (B, S, 2H) (zero at padding), keys U_a h (B, S, A), mask
+        (B, S) and the decoder's initial state s_0 (B, H) (and the LSTM cell, zeros)."""
+        mask = src != PAD  # (B, S)
+        lengths = mask.sum(1).clamp(min=1)  # (B,)
+        x = self.drop(self.src_emb(src))  # (B, S, E)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, h_n = self.encoder(packed)  # h_n (2, B, H): [→h_n, ←h_1] (LSTM: (h, c))
+        if isinstance(h_n, tuple):
+            h_n = h_n[0]
+        ann, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B,S,2H)
+        state = {
+            "ann": ann,
+            "keys": self.attention.keys(ann),  # (B, S, A)
+            "mask": mask,
+            "s": torch.tanh(self.init_state(h_n[1])),  # (B, H), from the backward direction
+        }
+        if self.config.cell == "lstm":
+            state["cell"] = torch.zeros_like(state["s"])
+        return state
+
+    # ------------------------------------------------------------------ decoder
+
+    def _decode(
+        self, state: dict[str, torch.Tensor], y_prev: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        """One step i for a batch: y_prev (B,) → logits (B, V), new state, α_i (B, S)."""
+        emb = self.drop(self.tgt_emb(y_prev))  # (B, E)
+        context, alpha = self.attention(state["s"], state["keys"], state["ann"], state["mask"])
+        rnn_in = torch.cat([emb, context], dim=-1)  # (B, E + 2H)
+        new = dict(state)
+        if self.config.cell == "lstm":
+            new["s"], new["cell"] = self.cell(rnn_in, (state["s"], state["cell"]))  # (B, H)
+        else:
+            new["s"] = self.cell(rnn_in, state["s"])  # (B, H)
+        t = torch.cat([emb, new["s"], context], dim=-1)  # (B, E + 3H)
+        if self.deep_out is not None:
+            # maxout (Goodfellow et al. 2013), as in the paper's App. A.2.2
+            t = self.deep_out(t).view(t.shape[0], -1, 2).amax(-1)  # (B, maxout)
+        return self.out(self.drop(t)), new, alpha
+
+    def decode_teacher_forced(
+        self, src: torch.Tensor, tgt_in: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (B, T, V) and attention weights α (B, T, S) for a given target prefix.
+
+        The loop runs over target positions (each s_i needs c_i, which needs s_{i−1}), batched
+        over sentences."""
+        state = self.encode(src)
+        logits, alphas = [], []
+        for i in range(tgt_in.shape[1]):
+            step_logits, state, alpha = self._decode(state, tgt_in[:, i])
+            logits.append(step_logits)
+            alphas.append(alpha)
+        return torch.stack(logits, 1), torch.stack(alphas, 1)  # (B, T, V), (B, T, S)
+
+    def forward(
+        self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """src (B, S), tgt_in (B, T) = <s> y, labels (B, T) = y </s> (−100 ignored).
+        Returns logits (B, T, V) and the mean cross-entropy, or None."""
+        logits, _ = self.decode_teacher_forced(src, tgt_in)
+        if labels is None:
+            return logits, None
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),
+            labels.flatten(),
+            ignore_index=IGNORE,
+            label_smoothing=self.config.label_smoothing,
+        )
+        return logits, loss
+
+    def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """α (B, T, S): where each target position looked in the source (the paper's Fig. 3)."""
+        return self.decode_teacher_forced(src, tgt_in)[1]
+
+    # ---------------------------------------------------------- decoding (evaluation/decoding.py)
+
+    def start(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Run the encoder once; every state tensor is batch first."""
+        return self.encode(src)
+
+    def step(
+        self, state: dict[str, torch.Tensor], tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        logits, state, _ = self._decode(state, tokens)
+        return torch.log_softmax(logits, dim=-1), state  # (N, V)

@@ -1,0 +1,259 @@
+"""Decoder-only translation: one causal Transformer reads `<s> source <sep> target </s>` as a
+single sequence, the way a language model is fine-tuned on instructions (Radford et al. 2019
+cast translation as conditional language modelling; the prompt-masked loss is supervised
+fine-tuning's).
+
+    z = <s> x_1 .. x_n <sep> y_1 .. y_m </s>              one sequence, one position table
+    p(z_{t+1} | z_≤t) = softmax(Block_L(..Block_1(√C E[z] + PE)) Eᵀ + b)      causal, tied output
+    loss = −(1/(m+1)) Σ_{t ≥ n+1} log p(z_{t+1} | z_≤t)   target positions only: the labels of
+                                                          x_1 .. x_n, <sep> are −100 (the prompt)
+
+The model still sees the prompt (it is the context of every target position) but is never asked
+to predict it, so its capacity goes to translation alone. At inference `<s> x` is run once and
+its keys and values cached; generation starts by feeding `<sep>` and then each new token costs
+one position. The blocks are those of `transformer_lm.py` (Vaswani et al. 2017 §3: multi-head
+attention scaled by 1/√d_k, Add & Norm, FFN).
+
+Symbols: B batch, S source positions, T target positions, P = S + 1 + T sequence length,
+V vocabulary, C = d_model, h = `heads`, d_k = C / h, L = `num_layers`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nlpzoo.config import require
+from nlpzoo.data.mt import IGNORE, SEP, check_mt_config
+from nlpzoo.data.vocab import BOS, PAD
+
+
+@dataclass
+class Config:
+    d_model: int = 256  # C
+    heads: int = 4  # h; d_k = 64
+    num_layers: int = 6  # L; 6 blocks ≈ the parameters of a 3 + 3 layer encoder–decoder
+    d_ff: int = 1024  # inner FFN size, 4·C
+    dropout: float = 0.1
+    norm: str = "post"  # post (Vaswani et al.) | pre (GPT-2)
+    max_positions: int = 256  # longest `<s> source <sep> target` sequence
+    label_smoothing: float = 0.1
+    batch_size: int = 128  # sentence pairs per step
+    max_len: int = 64  # training pairs with a longer side (in pieces) are skipped
+    optimizer: str = "adam"
+    lr: float = 0.001  # peak, after the warm-up
+    adam_beta2: float = 0.98
+    lr_decay: float = 0.0
+    warmup_steps: int = 800
+    weight_decay: float = 0.0
+    beam_size: int = 5
+    length_penalty: float = 0.6  # α of lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016); 0 = none
+    max_len_ratio: float = 1.5  # a translation ends by ratio · |source| + 10 pieces
+
+    def __post_init__(self) -> None:
+        check_mt_config(self)
+        for key in ("d_model", "heads", "num_layers", "d_ff", "max_positions"):
+            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
+        require(
+            self.d_model % self.heads == 0,
+            "heads",
+            f"must divide d_model ({self.d_model}), got {self.heads}",
+        )
+        require(self.d_model % 2 == 0, "d_model", "must be even (sin/cos position pairs)")
+        require(self.norm in ("post", "pre"), "norm", f"must be post or pre, got {self.norm!r}")
+        require(0.0 < self.adam_beta2 < 1.0, "adam_beta2", "must be in (0, 1)")
+
+
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q Kᵀ / √d_k) V; mask True where a query may look. (The twin of transformer.py's.)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k), 1/√d_k §3.2.1
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights  # (..., T_q, d_k), (..., T_q, T_k)
+
+
+def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^{2i/C}), PE(pos, 2i+1) = cos(...) (Vaswani et al. §3.5)."""
+    pos = torch.arange(length, dtype=torch.float64)[:, None]
+    angle = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(length, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    return pe.float()  # (length, C)
+
+
+class CachedSelfAttention(nn.Module):
+    """Multi-head causal self-attention that can extend a key/value cache."""
+
+    def __init__(self, d_model: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.d_k = heads, d_model // heads
+        self.W_q, self.W_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.W_v, self.W_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask, cache=None):
+        """x (B, T, C); mask broadcastable to (B, h, T, t + T) over the cached and new keys;
+        cache: K, V (B, h, t, d_k) or None. Returns (B, T, C) and the extended cache."""
+        B, T, C = x.shape
+        q, k, v = (
+            W(x).view(B, T, self.heads, self.d_k).transpose(1, 2)
+            for W in (self.W_q, self.W_k, self.W_v)
+        )  # (B, h, T, d_k) each
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)  # (B, h, t+T, d_k)
+        out, _ = attention(q, k, v, mask)  # (B, h, T, d_k)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, C)), (k, v)
+
+
+class Block(nn.Module):
+    """Masked self-attention and FFN, each with residual and LayerNorm (Vaswani et al. §3.1)."""
+
+    def __init__(self, c: Config) -> None:
+        super().__init__()
+        self.attn = CachedSelfAttention(c.d_model, c.heads)
+        self.W_1, self.W_2 = nn.Linear(c.d_model, c.d_ff), nn.Linear(c.d_ff, c.d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.drop, self.pre = nn.Dropout(c.dropout), c.norm == "pre"
+
+    def ffn(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W_2(torch.relu(self.W_1(x)))  # FFN(x) = max(0, x W_1 + b_1) W_2 + b_2
+
+    def forward(self, x, mask, cache=None):
+        if self.pre:
+            a, cache = self.attn(self.norm1(x), mask, cache)
+            x = x + self.drop(a)
+            return x + self.drop(self.ffn(self.norm2(x))), cache
+        a, cache = self.attn(x, mask, cache)
+        x = self.norm1(x + self.drop(a))  # Add & Norm
+        return self.norm2(x + self.drop(self.ffn(x))), cache
+
+
+def build_sequence(
+    src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Join each pair into `<s> x <sep> y` with labels masked on the prompt.
+
+    src (B, S) right-padded; tgt_in (B, T) = <s> y; labels (B, T) = y </s>. Row b becomes
+
+        inputs  <s>  x_1 .. x_n  <sep> y_1 .. y_m   <pad> ..      (B, S + 1 + T)
+        labels  −100 ..   −100   y_1   .. y_m </s>  −100 ..
+
+    i.e. position n + 1 (the `<sep>`) predicts y_1 and only target tokens carry a label.
+    """
+    B, S = src.shape
+    T = tgt_in.shape[1]
+    n = (src != PAD).sum(1, keepdim=True)  # (B, 1) source lengths
+    inputs = torch.full((B, S + 1 + T), PAD, dtype=src.dtype, device=src.device)
+    inputs[:, 0] = BOS
+    inputs[:, 1 : S + 1] = src
+    target = tgt_in.clone()
+    target[:, 0] = SEP  # the target part starts with <sep> instead of <s>
+    cols = n + 1 + torch.arange(T, device=src.device)  # (B, T): where y starts in each row
+    inputs.scatter_(1, cols, target)  # overwrites x's padding; the tail stays <pad>
+    out_labels = torch.full_like(inputs, IGNORE).scatter_(1, cols, labels)
+    return inputs, out_labels
+
+
+class DecoderMT(nn.Module):
+    """Causal Transformer over `<s> source <sep> target`, loss on the target only."""
+
+    TASK = "mt"
+    START = SEP  # generation starts by feeding <sep> after the cached `<s> source`
+
+    def __init__(self, config: Config, vocab_size: int, counts=None) -> None:
+        super().__init__()
+        self.config = c = config
+        self.emb = nn.Embedding(vocab_size, c.d_model, padding_idx=PAD)  # E, tied to the output
+        self.register_buffer("pe", sinusoidal_positions(c.max_positions, c.d_model), False)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.num_layers))
+        self.norm_f = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
+        self.out_bias = nn.Parameter(torch.zeros(vocab_size))
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.zeros_(m.bias)
+        nn.init.normal_(self.emb.weight, std=c.d_model**-0.5)
+        with torch.no_grad():
+            self.emb.weight[PAD].zero_()
+
+    def _embed(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if int(positions.max()) >= self.config.max_positions:
+            raise ValueError(
+                f"sequence position {int(positions.max())} exceeds max_positions "
+                f"{self.config.max_positions}; raise max_positions"
+            )
+        return self.drop(self.emb(ids) * math.sqrt(self.config.d_model) + self.pe[positions])
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm_f(x) @ self.emb.weight.T + self.out_bias  # tied output, (..., V)
+
+    def lm_logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, P) right-padded → logits (B, P, V); causal, so padding after a position
+        never reaches it."""
+        P = inputs.shape[1]
+        x = self._embed(inputs, torch.arange(P, device=inputs.device).expand_as(inputs))
+        causal = torch.ones(P, P, dtype=torch.bool, device=inputs.device).tril()  # (P, P)
+        for block in self.blocks:
+            x, _ = block(x, causal)  # (B, P, C)
+        return self._logits(x)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy over the labelled (target) positions; −100 positions add nothing."""
+        return F.cross_entropy(
+            logits.flatten(0, 1),
+            labels.flatten(),
+            ignore_index=IGNORE,
+            label_smoothing=self.config.label_smoothing,
+        )
+
+    def forward(
+        self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The shared translation signature. Returns the logits of the target positions only,
+        (B, T, V) aligned with `labels` as for the encoder–decoders, and the prompt-masked loss."""
+        dummy = torch.zeros_like(tgt_in) if labels is None else labels
+        inputs, seq_labels = build_sequence(src, tgt_in, dummy)
+        logits = self.lm_logits(inputs)  # (B, P, V)
+        n = (src != PAD).sum(1, keepdim=True)  # (B, 1)
+        cols = n + 1 + torch.arange(tgt_in.shape[1], device=src.device)  # (B, T)
+        target_logits = logits.gather(1, cols[..., None].expand(-1, -1, logits.shape[-1]))
+        if labels is None:
+            return target_logits, None
+        return target_logits, self.loss(logits, seq_labels)
+
+    # ---------------------------------------------------------- decoding (evaluation/decoding.py)
+
+    def start(self, src: torch.Tensor) -> dict:
+        """Run the prompt `<s> x` once (right-padded, positions 0..n) and cache its keys and
+        values; `valid` marks the real prompt positions, `pos` the next position per row."""
+        B = src.shape[0]
+        prompt = torch.cat([torch.full((B, 1), BOS, dtype=src.dtype, device=src.device), src], 1)
+        valid = prompt != PAD  # (B, 1 + S)
+        P = prompt.shape[1]
+        x = self._embed(prompt, torch.arange(P, device=src.device).expand_as(prompt))
+        causal = torch.ones(P, P, dtype=torch.bool, device=src.device).tril()
+        caches = []
+        for block in self.blocks:
+            x, cache = block(x, causal)
+            caches.append(cache)  # K, V (B, h, P, d_k)
+        return {"cache": caches, "valid": valid, "pos": valid.sum(1, keepdim=True)}
+
+    def step(self, state: dict, tokens: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """tokens (N,) → log p(next) (N, V). The new position sees the real prompt positions and
+        every generated one (prompt padding is masked out)."""
+        valid = torch.cat([state["valid"], state["valid"].new_ones(tokens.shape[0], 1)], 1)
+        mask = valid[:, None, None, :]  # (N, 1, 1, t + 1)
+        x = self._embed(tokens[:, None], state["pos"])  # (N, 1, C)
+        caches = []
+        for block, cache in zip(self.blocks, state["cache"], strict=True):
+            x, cache = block(x, mask, cache)
+            caches.append(cache)
+        log_p = torch.log_softmax(self._logits(x[:, 0]), dim=-1)  # (N, V)
+        return log_p, {"cache": caches, "valid": valid, "pos": state["pos"] + 1}

@@ -1,0 +1,143 @@
+"""LSTM encoder–decoder: Sutskever, Vinyals & Le (NeurIPS 2014), "Sequence to Sequence Learning
+with Neural Networks".
+
+A deep LSTM reads the source; its final state (h, c) of every layer is the whole summary of the
+sentence and initialises a deep LSTM decoder that models the target left to right:
+
+    (h_L, c_L) = LSTM_enc(E x_1 .. E x_n)                 every layer's last state (§2)
+    s_t, (h, c) = LSTM_dec(E y_{t-1}, (h, c)),   (h, c) starts at (h_L, c_L)
+    p(y_t | y_<t, x) = softmax(W s_t + b)                 W: H → V
+    log p(y | x) = Σ_t log p(y_t | y_<t, x)    teacher forcing: y_{t-1} is the reference
+
+The paper's trick (§3.3): read the source *reversed*, so that the first target words sit close to
+the first source words ("introduces many short term dependencies"); `reverse_source`. The paper's
+model has 4 layers of 1000 cells, 1000-dimensional embeddings, uniform init in [−0.08, 0.08], SGD
+at 0.7 halved every half epoch after 5 epochs, gradient norm clipped at 5.
+
+Symbols: B batch, S source positions, T target positions, V vocabulary (shared SentencePiece),
+E = `emb_dim`, H = `hidden_dim`, L = `num_layers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nlpzoo.config import require
+from nlpzoo.data.mt import IGNORE, check_mt_config
+from nlpzoo.data.vocab import BOS, PAD
+
+
+@dataclass
+class Config:
+    emb_dim: int = 256  # E (paper: 1000)
+    hidden_dim: int = 512  # H, LSTM cells per layer (paper: 1000)
+    num_layers: int = 2  # L, in the encoder and the decoder alike (paper: 4)
+    dropout: float = 0.3  # between LSTM layers and before the output layer (paper: none)
+    reverse_source: bool = True  # the paper's trick: read x_n .. x_1
+    init_range: float = 0.08  # uniform init in [−r, r] (paper: 0.08)
+    batch_size: int = 128  # sentence pairs per step (paper: 128)
+    max_len: int = 64  # training pairs with a longer side (in pieces) are skipped
+    optimizer: str = "adam"  # adam | sgd (paper: sgd, lr 0.7)
+    lr: float = 0.002
+    lr_decay: float = 0.0  # sgd: ε_t = ε_0 / (1 + r t)
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    beam_size: int = 5  # beam search width at evaluation (paper: 12; 2 gets most of it)
+    length_penalty: float = 0.6  # α of lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016); 0 = none
+    max_len_ratio: float = 1.5  # a translation ends by ratio · |source| + 10 pieces
+
+    def __post_init__(self) -> None:
+        check_mt_config(self)
+        for key in ("emb_dim", "hidden_dim", "num_layers"):
+            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
+        require(self.init_range > 0, "init_range", "must be positive")
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse the first lengths[b] entries of each row of x (B, S, ...); padding stays put."""
+    S = x.shape[1]
+    j = torch.arange(S, device=x.device)[None, :]  # (1, S)
+    idx = torch.where(j < lengths[:, None], lengths[:, None] - 1 - j, j)  # (B, S)
+    idx = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand_as(x)
+    return x.gather(1, idx)
+
+
+class Seq2Seq(nn.Module):
+    """Deep LSTM encoder, final states → deep LSTM decoder, softmax output."""
+
+    TASK = "mt"
+    START = BOS  # the decoder's first input
+
+    def __init__(self, config: Config, vocab_size: int, counts=None) -> None:
+        super().__init__()
+        self.config = c = config
+        self.src_emb = nn.Embedding(vocab_size, c.emb_dim, padding_idx=PAD)
+        self.tgt_emb = nn.Embedding(vocab_size, c.emb_dim, padding_idx=PAD)
+        drop = c.dropout if c.num_layers > 1 else 0.0
+        self.encoder = nn.LSTM(
+            c.emb_dim, c.hidden_dim, c.num_layers, batch_first=True, dropout=drop
+        )
+        self.decoder = nn.LSTM(
+            c.emb_dim, c.hidden_dim, c.num_layers, batch_first=True, dropout=drop
+        )
+        self.drop = nn.Dropout(c.dropout)
+        self.out = nn.Linear(c.hidden_dim, vocab_size)
+        for p in self.parameters():  # the paper: uniform in [−0.08, 0.08]
+            nn.init.uniform_(p, -c.init_range, c.init_range)
+        with torch.no_grad():
+            self.src_emb.weight[PAD].zero_()
+            self.tgt_emb.weight[PAD].zero_()
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """src (B, S) → outputs (B, S, H) (zero at padding) and every layer's final (h, c),
+        each (L, B, H). Packing makes the final state the one after each sentence's last word."""
+        lengths = (src != PAD).sum(1).clamp(min=1)  # (B,), an empty line reads one <pad>
+        if self.config.reverse_source:
+            src = reverse_padded(src, lengths)  # x_n .. x_1, then padding
+        x = self.drop(self.src_emb(src))  # (B, S, E)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, (h, c) = self.encoder(packed)  # h, c (L, B, H)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, S, H)
+        return out, (h, c)
+
+    def forward(
+        self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """src (B, S), tgt_in (B, T) = <s> y, labels (B, T) = y </s> (−100 ignored).
+        Returns logits (B, T, V) and the mean cross-entropy, or None."""
+        _, state = self.encode(src)
+        y = self.drop(self.tgt_emb(tgt_in))  # (B, T, E), teacher forcing
+        s, _ = self.decoder(y, state)  # (B, T, H); later positions never affect earlier ones
+        logits = self.out(self.drop(s))  # (B, T, V)
+        if labels is None:
+            return logits, None
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),
+            labels.flatten(),
+            ignore_index=IGNORE,
+            label_smoothing=self.config.label_smoothing,
+        )
+        return logits, loss
+
+    # ---------------------------------------------------------- decoding (evaluation/decoding.py)
+
+    def start(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Run the encoder once; the decoder state, batch first: h, c (B, L, H)."""
+        _, (h, c) = self.encode(src)
+        return {"h": h.transpose(0, 1).contiguous(), "c": c.transpose(0, 1).contiguous()}
+
+    def step(
+        self, state: dict[str, torch.Tensor], tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """One decoder step: tokens (N,) = y_{t-1} → log p(y_t | ...) (N, V) and the new state."""
+        h = state["h"].transpose(0, 1).contiguous()  # (L, N, H)
+        c = state["c"].transpose(0, 1).contiguous()
+        s, (h, c) = self.decoder(self.tgt_emb(tokens)[:, None], (h, c))  # s (N, 1, H)
+        log_p = torch.log_softmax(self.out(s[:, 0]), dim=-1)  # (N, V)
+        return log_p, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}

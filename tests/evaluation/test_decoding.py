@@ -1,0 +1,112 @@
+"""Greedy and beam search (nlpzoo.evaluation.decoding) on hand-built and tiny trained models."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from nlpzoo.data.mt import collate, pad
+from nlpzoo.data.vocab import BOS, EOS, PAD
+from nlpzoo.evaluation.decoding import beam_search, greedy, length_penalty, max_lengths
+from nlpzoo.models import transformer
+
+A, B_ = 4, 5  # the toy model's two word pieces; with </s> its three tokens
+
+
+class ToyMarkov:
+    """p(next | last token) from a fixed table over {a, b, </s>}: a 3-token model.
+
+    From <s>: a 0.5, b 0.4, </s> 0.1. After a: </s> 0.4, a 0.3, b 0.3. After b: </s> 0.9, a 0.05,
+    b 0.05. Greedy takes a then </s> (0.5 · 0.4 = 0.20) and misses b </s> (0.4 · 0.9 = 0.36)."""
+
+    START = BOS
+    V = 6
+
+    def __init__(self) -> None:
+        table = torch.full((self.V, self.V), 1e-12)
+        table[BOS, [A, B_, EOS]] = torch.tensor([0.5, 0.4, 0.1])
+        table[A, [EOS, A, B_]] = torch.tensor([0.4, 0.3, 0.3])
+        table[B_, [EOS, A, B_]] = torch.tensor([0.9, 0.05, 0.05])
+        table[EOS, EOS] = 1.0
+        self.log_table = (table / table.sum(1, keepdim=True)).log()
+
+    def start(self, src):
+        return {"rows": torch.zeros(src.shape[0], 1)}
+
+    def step(self, state, tokens):
+        return self.log_table[tokens], state
+
+
+def test_beam_finds_the_best_sequence_that_greedy_misses():
+    model, src = ToyMarkov(), torch.tensor([[7, 7, 7]])
+    g = greedy(model, src)
+    b = beam_search(model, src, beam_size=2, alpha=0.0)
+    assert g.tokens[0][0] == [A]
+    assert b.tokens[0][0] == [B_]
+    assert b.log_probs[0, 0].item() == pytest.approx(math.log(0.36), abs=1e-5)
+    assert b.tokens[0][1] == [A]  # the runner-up is greedy's answer
+    assert b.log_probs[0, 1].item() == pytest.approx(math.log(0.20), abs=1e-5)
+
+
+def test_max_length_forces_end_of_sentence():
+    src = torch.tensor([[9, 9, PAD], [9, PAD, PAD]])
+    assert max_lengths(src, 1.5, extra=0).tolist() == [3, 2]
+
+    class Chatty(ToyMarkov):  # never wants to stop
+        def step(self, state, tokens):
+            lp = torch.full((tokens.shape[0], self.V), -1e9)
+            lp[:, A] = 0.0
+            return lp, state
+
+    hyps = beam_search(Chatty(), src, beam_size=2, alpha=0.0, max_len_ratio=1.5, extra=0)
+    assert hyps.tokens[0][0] == [A, A] and hyps.tokens[1][0] == [A]  # </s> ends each at limit
+    assert greedy(Chatty(), src, 1.5, extra=0).tokens == [[[A, A]], [[A]]]
+
+
+@pytest.fixture(scope="module")
+def tiny_transformer():
+    """A Transformer trained for a few steps to copy-and-shift: outputs are not degenerate."""
+    torch.manual_seed(0)
+    cfg = transformer.Config(d_model=32, heads=2, num_layers=1, d_ff=64, dropout=0.0)
+    model = transformer.Transformer(cfg, 20)
+    rng = np.random.default_rng(0)
+    pairs = [
+        (s, (s + 1) % 15 + 5) for s in (rng.integers(5, 20, rng.integers(2, 7)) for _ in range(32))
+    ]
+    opt = torch.optim.Adam(model.parameters(), 3e-3)
+    for _ in range(30):
+        _, loss = model(*collate(pairs))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    src = pad([p[0] for p in pairs[:6]], PAD)
+    return model, src
+
+
+def test_beam_one_equals_greedy(tiny_transformer):
+    model, src = tiny_transformer
+    g = greedy(model, src)
+    b = beam_search(model, src, beam_size=1, alpha=0.6)
+    assert b.tokens == g.tokens
+    assert torch.allclose(b.log_probs, g.log_probs, atol=1e-4)
+
+
+def test_beam_hypotheses_sorted_by_length_normalised_score(tiny_transformer):
+    model, src = tiny_transformer
+    alpha = 1.0
+    hyps = beam_search(model, src, beam_size=4, alpha=alpha)
+    assert torch.all(hyps.scores[:, :-1] >= hyps.scores[:, 1:])
+    # every score is the model's own log-probability of the hypothesis (with </s>) over lp(|Y|)
+    for i, sentence in enumerate(hyps.tokens):
+        for k, ids in enumerate(sentence):
+            y = torch.tensor([[*ids, EOS]])
+            tgt_in = torch.tensor([[BOS, *ids]])
+            logits, _ = model(src[i : i + 1], tgt_in)
+            logp = torch.log_softmax(logits, -1).gather(-1, y[..., None]).sum().item()
+            assert hyps.log_probs[i, k].item() == pytest.approx(logp, abs=1e-3)
+            expected = logp / length_penalty(len(ids) + 1, alpha)
+            assert hyps.scores[i, k].item() == pytest.approx(expected, abs=1e-3)

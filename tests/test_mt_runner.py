@@ -1,0 +1,137 @@
+"""Every translation run of params.yaml trains, is scored and translates through the real runner,
+at tiny sizes on 50 sentence pairs (the smoke test of each MT family)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from nlpzoo import runner
+from nlpzoo.data.vocab import MTVocabConfig, build_mt_vocab
+from nlpzoo.models import TASKS
+from nlpzoo.mt_runner import translate_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+MT_RUNS = [r for r, e in PARAMS["models"].items() if TASKS[e["family"]] == "mt"]
+TINY = {
+    "emb_dim": 16,
+    "hidden_dim": 32,
+    "attn_dim": 16,
+    "d_model": 32,
+    "heads": 2,
+    "num_layers": 1,
+    "d_ff": 64,
+    "batch_size": 10,
+    "warmup_steps": 5,
+    "lr": 0.01,
+    "dropout": 0.0,
+}
+WORDS = {"hund": "dog", "katze": "cat", "haus": "house", "baum": "tree", "rot": "red"}
+
+
+def test_params_have_the_four_translation_families():
+    families = {PARAMS["models"][r]["family"] for r in MT_RUNS}
+    assert families == {"seq2seq", "attention", "transformer", "decoder_mt"}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mtproj")
+    prepared = root / "prepared"
+    prepared.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 50), ("valid", 8), ("test", 8)):
+        src, tgt = [], []
+        for _ in range(n):
+            ks = list(rng.choice(sorted(WORDS), 3, replace=False))
+            src.append("der " + " ".join(ks))
+            tgt.append("the " + " ".join(WORDS[k] for k in ks))
+        (prepared / f"{split}.src").write_text("\n".join(src) + "\n")
+        (prepared / f"{split}.tgt").write_text("\n".join(tgt) + "\n")
+    build_mt_vocab(MTVocabConfig(vocab_size=40), prepared, root / "data" / "vocab" / "mt")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _tracking(project, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
+
+
+def _tiny_params(run: str) -> dict:
+    params = yaml.safe_load(yaml.safe_dump(PARAMS))
+    section = params[run]
+    section.update({k: v for k, v in TINY.items() if k in section or k == "dropout"})
+    section["beam_size"] = 3
+    section["trainer"] = {
+        "max_epochs": 4,
+        "accelerator": "cpu",
+        "devices": 1,
+        "early_stopping_patience": 0,
+        "max_time": None,
+    }
+    return params
+
+
+@pytest.mark.parametrize("run", MT_RUNS)
+def test_every_mt_run_trains_scores_and_translates(project, run):
+    params = _tiny_params(run)
+    stats = runner.train(params, run, project)
+    assert stats["epochs"] == 4 and stats["params"] > 0 and stats["train_tokens_per_s"] > 0
+    with open(project / "plots" / f"{run}.csv") as f:
+        curve = list(csv.DictReader(f))
+    losses = [float(row["train_loss"]) for row in curve]
+    assert len(losses) == 4 and all(np.isfinite(losses))
+    assert losses[-1] < 0.8 * losses[0], losses  # learning, not just finite
+
+    metrics = runner.evaluate(params, run, project)
+    for key in (
+        "bleu",
+        "bleu_beam",
+        "bleu_tok_lc",
+        "bleu_tok_lc_beam",
+        "chrf",
+        "chrf_beam",
+        "valid_bleu_beam",
+        "test_ppl",
+        "valid_ppl",
+        "decode_sents_per_s_beam",
+    ):
+        assert np.isfinite(metrics[key]), key
+    assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed")
+    assert 1.0 < metrics["test_ppl"] < 40  # well below uniform over the 40 pieces
+    saved = json.loads((project / "metrics" / f"{run}.json").read_text())
+    assert saved["bleu_beam"] == metrics["bleu_beam"]
+    eval_dir = project / "eval" / run
+    hyps = (eval_dir / "hypotheses.txt").read_text().splitlines()
+    assert len(hyps) == 8
+    samples = json.loads((eval_dir / "samples.json").read_text())
+    assert {"source", "reference", "greedy", "beam"} <= set(samples[0])
+    if PARAMS["models"][run]["family"] in ("attention", "transformer"):
+        maps = json.loads((eval_dir / "attention.json").read_text())
+        w = np.asarray(maps[0]["weights"])
+        assert w.shape == (len(maps[0]["target_tokens"]), len(maps[0]["source_tokens"]))
+        np.testing.assert_allclose(w.sum(1), 1.0, atol=1e-3)
+    out = translate_lines(project / "models" / run, ["der hund katze haus"], beam_size=2)
+    assert len(out) == 1 and isinstance(out[0], str)
+
+
+def test_translate_command(project, tmp_path, capsys):
+    from nlpzoo.__main__ import main
+
+    run = MT_RUNS[0]
+    if not (project / "models" / run / "model.pt").is_file():
+        runner.train(_tiny_params(run), run, project)
+    lines = tmp_path / "in.txt"
+    lines.write_text("der hund katze haus\nder baum rot haus\n")
+    assert main(["translate", "--run", run, "--models", str(project / "models"), str(lines)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert (
+        main(["translate", "--run", "missing", "--models", str(project / "models"), str(lines)])
+        == 1
+    )
