@@ -67,3 +67,23 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def global_rank() -> int:
+    """This process's rank in a DDP job started one process per rank (torchrun, SLURM), as
+    Lightning reads it from the launcher's variables; 0 otherwise."""
+    from pytorch_lightning.utilities import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
+@contextlib.contextmanager
+def rank_zero_dir(path: Path) -> Iterator[Path]:
+    """`atomic_dir(path)` on rank 0; a throwaway folder on the other ranks, so that when every
+    rank runs the stage, only rank 0 writes the outputs."""
+    if global_rank() == 0:
+        with atomic_dir(path) as tmp:
+            yield tmp
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"nlpzoo-rank{global_rank()}-") as tmp:
+            yield Path(tmp)

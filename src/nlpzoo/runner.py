@@ -25,7 +25,7 @@ import numpy as np
 from nlpzoo.config import build, closest, require
 from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, Vocab, load_stream
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.io import atomic_dir, atomic_write_json
+from nlpzoo.io import atomic_dir, atomic_write_json, rank_zero_dir
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
 from nlpzoo.training import TrainerConfig
 
@@ -182,7 +182,7 @@ def train(params: dict, name: str, root: Path) -> dict:
     plots_path = root / "plots" / f"{name}.csv"
     t0 = time.time()
     try:
-        with atomic_dir(out_dir) as tmp:
+        with rank_zero_dir(out_dir) as tmp:
             if spec.family == "ngram":
                 stats = _train_ngram(cfg, vocab_size, train_stream, valid_stream, tmp, plots_path)
             else:

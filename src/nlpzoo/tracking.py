@@ -101,8 +101,12 @@ class Tracker:
     def start(
         cls, run_name: str, family: str, params: Mapping[str, Any], experiment: str = "nlpzoo"
     ) -> Tracker:
+        from nlpzoo.io import global_rank
+
         uri = tracking_uri()
         tracker = cls(None, None, uri, run_name)
+        if global_rank() != 0:  # every rank runs the stage (torchrun, SLURM): rank 0 logs
+            return tracker
         try:
             from mlflow import MlflowClient
 

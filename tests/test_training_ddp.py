@@ -1,0 +1,111 @@
+"""Distributed data-parallel training on CPU: `ddp_spawn`, 2 processes, gloo (DESIGN §9).
+
+Checks that the ranks end with identical weights, that the logged validation perplexity is the
+perplexity of the whole validation split (each token counted once across ranks), and that only
+rank 0 writes outputs and talks to MLflow.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from nlpzoo import runner, training
+from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
+from test_training_resume import make_project
+
+RUN = "nnlm"
+SECTION = {
+    "family": "nnlm",
+    "context_size": 2,
+    "emb_dim": 8,
+    "hidden_dim": 16,
+    "batch_size": 32,
+    "dropout": 0.0,
+    "lr": 0.01,
+}
+
+
+class RanksAgree(pl.Callback):
+    """At the end of training every rank sends its flattened weights to every other; rank 0
+    records the largest difference."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        flat = torch.cat([p.detach().flatten() for p in pl_module.parameters()])
+        every = pl_module.all_gather(flat)  # (world, P)
+        if trainer.is_global_zero:
+            diff = (every - every[0]).abs().max().item()
+            self.out.write_text(f"{trainer.world_size} {diff}\n")
+
+
+def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monkeypatch):
+    root = make_project(tmp_path / "proj", n_train=200)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    section = dict(SECTION)
+    section["trainer"] = {
+        "accelerator": "cpu",
+        "devices": 2,
+        "strategy": "ddp_spawn",
+        "max_epochs": 1,
+        "early_stopping_patience": 0,
+        "checkpoint_every_minutes": 0,
+    }
+    params = {"seed": 3, "models": {RUN: {"family": "nnlm", "data": "vocab/lm"}}, RUN: section}
+    agree = tmp_path / "agree.txt"
+    make = training.make_trainer
+
+    def with_check(*args, **kwargs):
+        trainer = make(*args, **kwargs)
+        trainer.callbacks.insert(0, RanksAgree(agree))
+        return trainer
+
+    monkeypatch.setattr(training, "make_trainer", with_check)
+    stats = runner.train(params, RUN, root)
+
+    world, diff = agree.read_text().split()
+    assert int(world) == 2 and float(diff) == 0.0  # both ranks hold the same weights
+
+    # the logged val/ppl is the single-process perplexity of the same weights on the whole split
+    rows = (root / "plots" / f"{RUN}.csv").read_text().split()
+    assert len(rows) == 2, rows  # header + one epoch, written once (rank 0)
+    logged = float(rows[1].split(",")[4])
+    model = runner.load_neural(root / "models" / RUN)
+    valid = np.load(root / "data" / "vocab" / "lm" / "valid.npy").astype(np.int64)
+    cfg = runner.run_configs(params, RUN)[1]
+    single = perplexity(lm_log_probs(model, valid, cfg))
+    assert logged == pytest.approx(single, rel=1e-4)
+    assert math.isfinite(stats["params"])
+
+    # rank 0 alone wrote the outputs and the one MLflow run
+    assert sorted(p.name for p in (root / "models").iterdir()) == [RUN]
+    assert not (root / "checkpoints" / RUN).exists()
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
+    assert len(runs) == 1
+    history = client.get_metric_history(runs[0].info.run_id, "val/ppl")
+    assert [m.value for m in history] == pytest.approx([logged], rel=1e-6)
+
+
+def test_other_ranks_write_nothing_when_every_rank_runs_the_stage(tmp_path, monkeypatch):
+    """torchrun / SLURM start the stage once per rank: ranks other than 0 keep their outputs in
+    a throwaway folder and never open MLflow."""
+    from pytorch_lightning.utilities import rank_zero_only
+
+    root = make_project(tmp_path / "proj", n_train=50)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    params = {"models": {"ngram": {"family": "ngram", "data": "vocab/lm"}}, "ngram": {"order": 2}}
+    stats = runner.train(params, "ngram", root)
+    assert stats["params"] > 0
+    assert not (root / "models").exists() or not any((root / "models").iterdir())
+    assert not (tmp_path / "mlflow.db").exists()
