@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -53,3 +54,13 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # outputs are written under a temporary name and renamed at the end: nothing is lost
+        print(
+            f"error: disk full while writing {e.filename or 'an output'} ({e.strerror}); the "
+            "previous outputs are unchanged; free some space and rerun",
+            file=sys.stderr,
+        )
+        sys.exit(1)

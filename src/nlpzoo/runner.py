@@ -245,12 +245,23 @@ def _train_ngram(cfg, vocab_size, train_stream, valid_stream, out_dir, plots_pat
     }
 
 
-def _check_context(stream: np.ndarray, context: int, split: str, run: str) -> None:
-    if stream.size <= context:
+def _check_context(
+    stream: np.ndarray, context: int, split: str, run: str, rows: int = 1
+) -> None:
+    """A split must hold one example: `context` + 1 tokens, in each of the `rows` parallel rows
+    a recurrent model cuts the stream into (its batch_size)."""
+    if stream.size < rows * (context + 1):
+        need = f"{rows} rows x ({context} + 1)" if rows > 1 else f"{context} + 1"
+        smaller = "batch_size or bptt" if rows > 1 else "context"
         raise DataError(
             f"run '{run}': the {split} split has {stream.size} tokens, fewer than the model's "
-            f"context of {context} + 1"
+            f"context of {need} tokens; use a larger split or a smaller {smaller}"
         )
+
+
+def _rows_of(model_cls, cfg) -> int:
+    """Parallel rows of the stream: batch_size for recurrent models (BPTTBlocks), else 1."""
+    return cfg.batch_size if getattr(model_cls, "STATEFUL", False) else 1
 
 
 def _context_of(cfg) -> int:
@@ -280,8 +291,9 @@ def _train_neural(
     from nlpzoo.training import FamilyModule, fingerprint, make_trainer, prepare_resume
 
     _, model_cls = FAMILIES[spec.family]
+    stream_rows = _rows_of(model_cls, cfg)
     for split, stream in (("train", train_stream), ("valid", valid_stream)):
-        _check_context(stream, _context_of(cfg), split, spec.name)
+        _check_context(stream, _context_of(cfg), split, spec.name, stream_rows)
     torch.manual_seed(seed)  # the initial weights follow the params' seed
     module = FamilyModule(spec.family, asdict(cfg), len(vocab), run=spec.name, counts=vocab.counts)
     data = LMDataModule(

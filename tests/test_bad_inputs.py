@@ -1,0 +1,117 @@
+"""The bad inputs of DESIGN §7 that no module test covers: a split smaller than the model's
+context, and a disk that fills up while an output is written.
+
+Each is refused with a message that names the problem, and leaves no partial output: outputs
+are built under a temporary name and renamed at the end, so a failure keeps the previous good
+output. (README "Troubleshooting" maps every case of the list to the test that covers it.)
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlpzoo import cli, io, runner
+from nlpzoo.data.vocab import LMVocabConfig, build_lm_vocab
+from nlpzoo.errors import DataError
+from nlpzoo.tracking import Tracker
+from test_training_resume import _inactive, make_project
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))  # MLflow is not under test
+    return make_project(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("run", "section", "message"),
+    [
+        (
+            "nnlm",
+            {"family": "nnlm", "context_size": 40},
+            "the valid split has 9 tokens, fewer than the model's context of 40 + 1 tokens",
+        ),
+        (
+            "lstm_lm",
+            {"family": "rnn_lm", "cell": "lstm", "bptt": 3, "batch_size": 4},
+            "the valid split has 9 tokens, fewer than the model's context of 4 rows x (3 + 1)",
+        ),
+    ],
+)
+def test_split_smaller_than_the_context_is_refused(project, run, section, message):
+    valid = project / "data" / "vocab" / "lm" / "valid.npy"
+    np.save(valid, np.load(valid)[:9])
+    params = {"models": {run: {"family": section["family"], "data": "vocab/lm"}}, run: section}
+    with pytest.raises(DataError) as err:
+        runner.train(params, run, project)
+    assert f"run '{run}': {message}" in str(err.value)
+    assert not (project / "models").exists() or list((project / "models").iterdir()) == []
+
+
+def _disk_full(monkeypatch, module, name: str, after: int = 0) -> None:
+    """Make `module.name` (a writer) fail like a full disk on its call number `after` + 1,
+    after writing part of its output."""
+    real = getattr(module, name)
+    calls = {"n": 0}
+
+    def failing(target, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > after:
+            if isinstance(target, int):  # a file descriptor (os.fsync)
+                io.os.write(target, b"\0" * 100)
+            elif hasattr(target, "write"):
+                target.write(b"\0" * 100)
+            else:
+                Path(target).write_bytes(b"\0" * 100)
+            raise OSError(errno.ENOSPC, "No space left on device", str(target))
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, failing)
+
+
+def test_disk_full_while_encoding_keeps_the_previous_vocabulary(tmp_path, monkeypatch):
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    for split, n in (("train", 50), ("valid", 5), ("test", 5)):
+        (prepared / f"{split}.txt").write_text("the cat sat on the mat .\n" * n)
+    out = tmp_path / "data" / "vocab"
+    build_lm_vocab(LMVocabConfig(min_count=1), prepared, out)
+    before = _snapshot(out)
+    _disk_full(monkeypatch, np, "save", after=1)  # train.npy written, valid.npy fails
+    with pytest.raises(OSError, match="No space left"):
+        build_lm_vocab(LMVocabConfig(min_count=2), prepared, out)
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["vocab"]  # no temp folder left
+
+
+def test_disk_full_while_saving_a_model_keeps_the_previous_one(project, monkeypatch):
+    params = {"models": {"ngram": {"family": "ngram", "data": "vocab/lm"}}, "ngram": {"order": 2}}
+    runner.train(params, "ngram", project)
+    before = _snapshot(project / "models")
+    _disk_full(monkeypatch, io.os, "fsync")  # the first atomic write of the rerun fails
+    params["ngram"]["order"] = 3
+    with pytest.raises(OSError, match="No space left"):
+        runner.train(params, "ngram", project)
+    assert _snapshot(project / "models") == before  # old model intact, no temp folder
+
+
+def test_stage_reports_a_full_disk_in_one_line(monkeypatch, capsys):
+    def main(argv):
+        raise OSError(errno.ENOSPC, "No space left on device", "models/.lstm_lm.x1.tmp/model.pt")
+
+    monkeypatch.setattr(sys, "argv", ["stage"])
+    with pytest.raises(SystemExit) as code:
+        cli.run_stage(main)
+    assert code.value.code == 1
+    err = capsys.readouterr().err
+    assert "error: disk full while writing models/.lstm_lm.x1.tmp/model.pt" in err
+    assert "previous outputs are unchanged" in err
