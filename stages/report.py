@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 
-from nlpzoo.cli import load_params, root, run_stage
+import yaml
+
+from nlpzoo.cli import root, run_stage
 from nlpzoo.config import build
 from nlpzoo.report.build import build_report
 from nlpzoo.report.inputs import Provenance, ReportConfig, load_json
@@ -22,11 +24,16 @@ def git_revision(base) -> str:
 
 def main(argv: list[str]) -> None:
     base = root()
-    params = load_params(base / "params.yaml")
+    # read, not validated here: the training stages validate every run (and importing the model
+    # code for that would double this stage's time); the report renders whatever exists
+    with open(base / "params.yaml", encoding="utf-8") as f:
+        params = yaml.safe_load(f) or {}
     provenance = Provenance(
         git_rev=git_revision(base),
         exp_name=os.environ.get("DVC_EXP_NAME", ""),
-        params_hash=hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12],
+        params_hash=hashlib.sha256(
+            json.dumps(params, sort_keys=True, default=str).encode()
+        ).hexdigest()[:12],
         data={"lm": params.get("lm"), "mt": params.get("mt")},
         vocab={t: load_json(base / "data" / "vocab" / t / "stats.json") for t in ("lm", "mt")},
     )
@@ -36,7 +43,10 @@ def main(argv: list[str]) -> None:
         eval_dir=base / "eval",
         models_dir=base / "models",
         out_dir=base / "reports",
-        runs={name: entry["family"] for name, entry in params["models"].items()},
+        runs={
+            name: (entry or {}).get("family", "?")
+            for name, entry in params.get("models", {}).items()
+        },
         params=params,
         config=build(ReportConfig, params.get("report"), "report"),
         provenance=provenance,

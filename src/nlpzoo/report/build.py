@@ -77,6 +77,8 @@ def build_report(
         text = to_markdown(blocks, tmp)
         atomic_write_text(tmp / "report.md", text)
         atomic_write_text(tmp / "index.html", to_html(blocks, TITLE))
+        figs = sorted(p.name for p in fig_dir.glob("*.png"))
+    log.info("report: %d runs, %d figures (%s)", len(found), len(figs), ", ".join(figs))
     return text
 
 
@@ -222,6 +224,7 @@ def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
                     path,
                     f"{name}: probe words and their neighbours, 2-D "
                     f"{ctx.cfg.projection.upper()} of the unit vectors",
+                    half=True,
                 )
             )
     if maps:
@@ -307,6 +310,7 @@ def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
                         path,
                         f"{r.name}: attention weights, sentence {i + 1} "
                         "(rows: output tokens, columns: source tokens)",
+                        half=True,
                     )
                 )
         if not maps and r.family in ("attention", "transformer"):

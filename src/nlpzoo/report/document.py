@@ -42,6 +42,7 @@ class Table:
 class Figure:
     path: Path  # the PNG on disk; Markdown links it relative to the report, HTML embeds it
     alt: str
+    half: bool = False  # HTML: two side by side (per-run maps)
 
 
 Block = Heading | Para | Bullets | Table | Figure
@@ -92,6 +93,7 @@ tr:nth-child(even) td { background: #fafafa; }
 caption { caption-side: top; text-align: left; font-style: italic; padding-bottom: .3em; }
 code { background: #f2f2f2; padding: 0 .2em; border-radius: 3px; }
 figure { margin: 1em 0; }
+figure.half { display: inline-block; width: 48%; margin-right: 1%; vertical-align: top; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: .85em; color: #555; }
 """
@@ -132,8 +134,9 @@ def to_html(blocks: list[Block], title: str) -> str:
         elif isinstance(b, Figure):
             data = base64.b64encode(Path(b.path).read_bytes()).decode("ascii")
             alt = html.escape(b.alt, quote=True)
+            cls = ' class="half"' if b.half else ""
             body.append(
-                f'<figure><img src="data:image/png;base64,{data}" alt="{alt}">'
+                f'<figure{cls}><img src="data:image/png;base64,{data}" alt="{alt}">'
                 f"<figcaption>{html.escape(b.alt)}</figcaption></figure>"
             )
     return (
