@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from nlpzoo import runner
+from nlpzoo.data.cooccur import CooccurConfig, count_cooccurrences
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
 
@@ -38,6 +39,7 @@ TINY = {
     "cutoffs": [10],
     "warmup_steps": 5,
     "lr": 0.01,
+    "dim": 8,
 }
 
 
@@ -66,6 +68,12 @@ def project(tmp_path_factory):
     for split, lines in splits.items():
         np.save(out / f"{split}.npy", vocab.encode_lines(lines).astype(np.int32))
     (out / "stats.json").write_text(json.dumps({"vocab_size": len(vocab)}))
+    co = root / "data" / "cooccur"  # what the cooccur stage writes, from the same training text
+    co.mkdir(parents=True)
+    count_cooccurrences(
+        splits["train"], vocab.index, len(vocab), co / "cooccur.npz", CooccurConfig(window=1), co
+    )
+    vocab.save(co / "vocab.txt")
     raw = root / "data" / "raw" / "eval"
     raw.mkdir(parents=True)
     mirror = Path(os.environ["NLPZOO_DATA_MIRROR"])
@@ -139,3 +147,46 @@ def test_mixture_never_worse_than_its_parts_on_validation(project):
     assert out["nnlm"]["valid_ppl_mix"] <= min(nnlm["valid_ppl"], ngram["valid_ppl"]) + 1e-6
     saved = json.loads((project / "metrics" / "mixtures.json").read_text())
     assert saved["runs"]["nnlm"] == out["nnlm"] and "ngram" not in saved["runs"]
+
+
+VECTOR_RUNS = [r for r, e in PARAMS["models"].items() if TASKS[e["family"]] == "vectors"]
+
+
+@pytest.mark.parametrize("run", VECTOR_RUNS)
+def test_every_vector_run_trains_and_goes_through_the_vector_protocol(project, run):
+    params = _tiny_params(run)
+    family = PARAMS["models"][run]["family"]
+    if family == "word2vec":
+        params[run]["sample"] = 0.0  # a 15-word vocabulary: sub-sampling would drop most tokens
+        params[run]["window"] = 1  # (a 5-word sentence is one window otherwise)
+        params[run]["batch_size"] = 64
+        params[run]["trainer"]["max_epochs"] = 4
+    if family == "glove":
+        params[run]["batch_size"] = 16  # the window-1 matrix has 56 non-zeros: 4 steps an epoch
+        params[run]["lr"] = 0.05
+        params[run]["trainer"]["max_epochs"] = 50
+    stats = runner.train(params, run, project)
+    metrics = runner.evaluate(params, run, project)
+    vocab = Vocab.load(project / "data" / "vocab" / "lm" / "vocab.txt")
+    assert "test_ppl" not in metrics and metrics["task"] == "vectors"
+    assert 0.0 <= metrics["analogy_coverage"] <= 1.0 and "ws353_rho" in metrics
+    lines = (project / "models" / run / "vectors.txt").read_text().splitlines()
+    n, d = map(int, lines[0].split())
+    assert d == 8 and n == len(lines) - 1 == len(vocab) - 1  # every row but <pad>
+    vectors = {ln.split()[0]: np.array(ln.split()[1:], dtype=float) for ln in lines[1:]}
+    assert all(np.isfinite(v).all() for v in vectors.values())
+
+    # in the grammar "she" and "he" have the same neighbours (the verbs) and never meet, while
+    # "she" is next to "sees" in a third of her sentences: with window 1, whatever the family,
+    # the paradigmatic pair must be the closer one
+    def cos(a, b):
+        return vectors[a] @ vectors[b] / np.linalg.norm(vectors[a]) / np.linalg.norm(vectors[b])
+
+    assert cos("she", "he") > cos("she", "sees"), (cos("she", "he"), cos("she", "sees"))
+    if family in NEURAL:
+        rows = (project / "plots" / f"{run}.csv").read_text().strip().splitlines()[1:]
+        losses = [float(r.split(",")[2]) for r in rows]
+        epochs = params[run]["trainer"]["max_epochs"]
+        assert len(losses) == stats["epochs"] == epochs and losses[-1] < losses[0], losses
+    neighbours = json.loads((project / "eval" / run / "neighbours.json").read_text())
+    assert isinstance(neighbours, dict)

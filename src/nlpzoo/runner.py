@@ -25,7 +25,7 @@ import numpy as np
 from nlpzoo.config import build, closest, require
 from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, Vocab, load_stream
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.io import atomic_dir, atomic_write_json, rank_zero_dir
+from nlpzoo.io import atomic_dir, atomic_write_json
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
 from nlpzoo.training import TrainerConfig
 
@@ -42,6 +42,7 @@ SECTIONS = (
     "trainer",
     "mlflow",
     "mixture",
+    "evaluation",
     "report",
 )
 
@@ -157,19 +158,14 @@ def train(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.tracking import Tracker
 
     spec, cfg, trainer_cfg = run_configs(params, name)
-    if TASKS[spec.family] == "mt":  # translation: its own data, module and metrics
-        from nlpzoo.mt_runner import train_mt
-
-        return train_mt(params, spec, cfg, trainer_cfg, root)
     seed = int(params.get("seed", 0))
     data_dir = root / "data" / spec.data
-    if TASKS[spec.family] == "lm":
-        train_stream = load_stream(data_dir, "train")
-        valid_stream = load_stream(data_dir, "valid")
-        vocab = Vocab.load(data_dir / "vocab.txt")
-        vocab_size = len(vocab)
-    else:  # pragma: no cover - other tasks arrive with their families
-        raise ConfigError(f"run '{name}': task {TASKS[spec.family]} is not supported yet")
+    task = TASKS[spec.family]
+    if task not in ("lm", "vectors"):  # pragma: no cover - every family names a known task
+        raise ConfigError(f"run '{name}': task {task} is not supported")
+    data = _training_data(spec, data_dir)
+    vocab = Vocab.load(data_dir / "vocab.txt")
+    vocab_size = len(vocab)
 
     mlflow_cfg = build(MlflowConfig, params.get("mlflow"), "mlflow")
     tracker = Tracker.start(
@@ -182,22 +178,14 @@ def train(params: dict, name: str, root: Path) -> dict:
     plots_path = root / "plots" / f"{name}.csv"
     t0 = time.time()
     try:
-        with rank_zero_dir(out_dir) as tmp:
+        with atomic_dir(out_dir) as tmp:
             if spec.family == "ngram":
-                stats = _train_ngram(cfg, vocab_size, train_stream, valid_stream, tmp, plots_path)
+                stats = _train_ngram(cfg, vocab_size, data["train"], data["valid"], tmp, plots_path)
+            elif spec.family not in NEURAL:
+                stats = _train_closed_form(spec, cfg, vocab, data, tmp, plots_path)
             else:
                 stats = _train_neural(
-                    spec,
-                    cfg,
-                    trainer_cfg,
-                    vocab,
-                    train_stream,
-                    valid_stream,
-                    tmp,
-                    plots_path,
-                    root,
-                    tracker,
-                    seed,
+                    spec, cfg, trainer_cfg, vocab, data, tmp, plots_path, root, tracker, seed
                 )
             stats["train_seconds"] = round(time.time() - t0, 2)
             stats["train_tokens_per_s"] = round(
@@ -245,23 +233,68 @@ def _train_ngram(cfg, vocab_size, train_stream, valid_stream, out_dir, plots_pat
     }
 
 
-def _check_context(
-    stream: np.ndarray, context: int, split: str, run: str, rows: int = 1
-) -> None:
-    """A split must hold one example: `context` + 1 tokens, in each of the `rows` parallel rows
-    a recurrent model cuts the stream into (its batch_size)."""
-    if stream.size < rows * (context + 1):
-        need = f"{rows} rows x ({context} + 1)" if rows > 1 else f"{context} + 1"
-        smaller = "batch_size or bptt" if rows > 1 else "context"
+def _training_data(spec: RunSpec, data_dir: Path) -> dict[str, Any]:
+    """What the run's family trains on, from its data folder: the token streams (`train`,
+    `valid`) of `vocab/lm`, or the co-occurrence entries (`rows`, `cols`, `vals`) of `cooccur`."""
+    _, model_cls = FAMILIES[spec.family]
+    kind = getattr(model_cls, "INPUT", "stream")
+    if not (data_dir / "vocab.txt").is_file():
+        raise DataError(
+            f"run '{spec.name}': {data_dir / 'vocab.txt'} not found; models.{spec.name}.data "
+            f"must name a data folder with a vocabulary (vocab/lm or cooccur)"
+        )
+    if kind == "cooccur":
+        from nlpzoo.data.cooccur import load_cooccurrences
+
+        rows, cols, vals, vocab_size = load_cooccurrences(data_dir / "cooccur.npz")
+        n_words = len(Vocab.load(data_dir / "vocab.txt"))
+        if vocab_size != n_words:
+            raise DataError(
+                f"run '{spec.name}': {data_dir / 'cooccur.npz'} is for {vocab_size} words but "
+                f"{data_dir / 'vocab.txt'} has {n_words}; rerun the cooccur stage"
+            )
+        if vals.size == 0:
+            raise DataError(f"run '{spec.name}': the co-occurrence matrix is empty")
+        return {"rows": rows, "cols": cols, "vals": vals}
+    if not (data_dir / "train.npy").is_file():
+        raise DataError(
+            f"run '{spec.name}': family {spec.family} trains on a token stream, but "
+            f"{data_dir} has none (models.{spec.name}.data should be vocab/lm)"
+        )
+    out = {"train": load_stream(data_dir, "train")}
+    if TASKS[spec.family] == "lm":
+        out["valid"] = load_stream(data_dir, "valid")
+    return out
+
+
+def _train_closed_form(spec: RunSpec, cfg, vocab: Vocab, data: dict, out_dir, plots_path):
+    """Families fit without gradient steps (PPMI-SVD): fit, save `model.npz`, one curve row."""
+    from nlpzoo.evaluation.vectors import write_word2vec_text
+    from nlpzoo.io import atomic_open
+
+    _, model_cls = FAMILIES[spec.family]
+    t0 = time.time()
+    model = model_cls(cfg, len(vocab)).fit(data["rows"], data["cols"], data["vals"])
+    fit_seconds = time.time() - t0
+    model.save(out_dir / "model.npz")
+    write_word2vec_text(out_dir / "vectors.txt", vocab.words, model.embeddings())
+    with atomic_open(plots_path) as f:
+        f.write("epoch,step,train_loss,val_loss,val_ppl,seconds\n")
+        f.write(f"0,0,,,,{fit_seconds:.2f}\n")
+    return {
+        "params": model.num_parameters(),
+        "fit_seconds": round(fit_seconds, 2),
+        "tokens_seen": int(data["vals"].size),
+        "epochs": 1,
+    }
+
+
+def _check_context(stream: np.ndarray, context: int, split: str, run: str) -> None:
+    if stream.size <= context:
         raise DataError(
             f"run '{run}': the {split} split has {stream.size} tokens, fewer than the model's "
-            f"context of {need} tokens; use a larger split or a smaller {smaller}"
+            f"context of {context} + 1"
         )
-
-
-def _rows_of(model_cls, cfg) -> int:
-    """Parallel rows of the stream: batch_size for recurrent models (BPTTBlocks), else 1."""
-    return cfg.batch_size if getattr(model_cls, "STATEFUL", False) else 1
 
 
 def _context_of(cfg) -> int:
@@ -273,47 +306,26 @@ def _context_of(cfg) -> int:
 
 
 def _train_neural(
-    spec,
-    cfg,
-    trainer_cfg,
-    vocab,
-    train_stream,
-    valid_stream,
-    out_dir,
-    plots_path,
-    root,
-    tracker,
-    seed,
+    spec, cfg, trainer_cfg, vocab, data, out_dir, plots_path, root, tracker, seed
 ) -> dict:
     import torch
 
-    from nlpzoo.data.lm import LMDataModule
-    from nlpzoo.training import FamilyModule, fingerprint, make_trainer, prepare_resume
+    from nlpzoo.training import FamilyModule, make_trainer
 
     _, model_cls = FAMILIES[spec.family]
-    stream_rows = _rows_of(model_cls, cfg)
-    for split, stream in (("train", train_stream), ("valid", valid_stream)):
-        _check_context(stream, _context_of(cfg), split, spec.name, stream_rows)
-    torch.manual_seed(seed)  # the initial weights follow the params' seed
+    is_lm = TASKS[spec.family] == "lm"
+    if is_lm:
+        for split in ("train", "valid"):
+            _check_context(data[split], _context_of(cfg), split, spec.name)
     module = FamilyModule(spec.family, asdict(cfg), len(vocab), run=spec.name, counts=vocab.counts)
-    data = LMDataModule(
-        model_cls, cfg, train_stream, valid_stream, num_workers=trainer_cfg.num_workers, seed=seed
-    )
+    datamodule = _datamodule(model_cls, cfg, data, vocab, trainer_cfg.num_workers, seed)
     ckpt_dir = root / "checkpoints" / spec.name
-    # resume an interrupted run of the same params and data (DESIGN §7), else start fresh
-    settings = {
-        "run": spec.name,
-        "family": spec.family,
-        "config": asdict(cfg),
-        "trainer": trainer_cfg.result_settings(),
-        "seed": seed,
-        "counts": list(vocab.counts),
-    }
-    arrays = [train_stream, valid_stream]
-    resume = prepare_resume(ckpt_dir, fingerprint(settings, arrays))
-    trainer = make_trainer(trainer_cfg, spec.name, plots_path, ckpt_dir, tracker, seed)
+    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    trainer = make_trainer(
+        trainer_cfg, spec.name, plots_path, ckpt_dir, tracker, seed, validate=is_lm
+    )
     t0 = time.time()
-    trainer.fit(module, ckpt_path=resume, weights_only=True, datamodule=data)
+    trainer.fit(module, datamodule=datamodule)
     fit_seconds = time.time() - t0
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best and Path(best).is_file():
@@ -336,8 +348,10 @@ def _train_neural(
         write_word2vec_text(out_dir / "vectors.txt", vocab.words, vectors)
     shutil.rmtree(ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
     epochs = trainer.current_epoch
-    train_batches = len(data.loaders[0]) if data.loaders else 0
-    tokens_per_epoch = int(train_stream.size) // max(trainer.world_size, 1)
+    train_batches = len(datamodule.loaders[0]) if datamodule.loaders else 0
+    # what one epoch runs through: the training tokens, or GloVe's non-zero entries
+    units = data["vals"] if "vals" in data else data["train"]
+    tokens_per_epoch = int(units.size) // max(trainer.world_size, 1)
     limit = trainer_cfg.limit_train_batches
     fraction = (
         min(limit, 1.0)
@@ -353,6 +367,42 @@ def _train_neural(
     if hasattr(module.model, "cost_per_token"):
         stats["cost_per_token"] = int(module.model.cost_per_token(len(vocab)))
     return stats
+
+
+def _datamodule(model_cls, cfg, data: dict, vocab: Vocab, num_workers: int, seed: int):
+    """The Lightning data module for the family's INPUT: LM streams and windows, word2vec's
+    (contexts, centre) batches, or GloVe's co-occurrence entries."""
+    from nlpzoo.data.lm import LMDataModule, TrainOnlyDataModule
+
+    kind = getattr(model_cls, "INPUT", "stream")
+    if kind == "pairs":
+        from nlpzoo.data.word2vec import word2vec_dataloader
+
+        def make(rank: int, world: int):
+            return word2vec_dataloader(
+                cfg, data["train"], vocab.counts, rank, world, seed, num_workers
+            )
+
+        return TrainOnlyDataModule(make)
+    if kind == "cooccur":
+        from nlpzoo.data.glove import cooccur_dataloader
+
+        def make(rank: int, world: int):
+            return cooccur_dataloader(
+                data["rows"],
+                data["cols"],
+                data["vals"],
+                cfg.batch_size,
+                rank,
+                world,
+                seed,
+                num_workers,
+            )
+
+        return TrainOnlyDataModule(make)
+    return LMDataModule(
+        model_cls, cfg, data["train"], data["valid"], num_workers=num_workers, seed=seed
+    )
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -398,10 +448,6 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.tracking import Tracker
 
     spec, cfg, _ = run_configs(params, name)
-    if TASKS[spec.family] == "mt":
-        from nlpzoo.mt_runner import evaluate_mt
-
-        return evaluate_mt(params, spec, cfg, root)
     ev = build(EvaluationConfig, params.get("evaluation"), "evaluation")
     run_dir = root / "models" / name
     data_dir = root / "data" / spec.data

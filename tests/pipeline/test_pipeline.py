@@ -81,8 +81,10 @@ def project(tmp_path_factory) -> tuple[Path, dict]:
     params["vocab"]["mt"]["vocab_size"] = 40
     params["cooccur"]["window"] = 3
     params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
-    for run in set(params["models"]) - {"ngram", "nnlm"}:  # the other runs have their own tests
+    # the other runs have their own tests (tests/test_runner.py); svd keeps cooccur in the graph
+    for run in set(params["models"]) - {"ngram", "nnlm", "svd"}:
         del params["models"][run], params[run]
+    params["svd"]["dim"] = 8
     params["nnlm"].update(
         context_size=2, emb_dim=8, hidden_dim=16, batch_size=64, trainer={"max_epochs": 2}
     )
@@ -109,9 +111,14 @@ def test_repro_end_to_end_then_noop(project):
         "train@nnlm",
         "evaluate@ngram",
         "evaluate@nnlm",
+        "cooccur",
+        "train@svd",
+        "evaluate@svd",
         "mixture",
         "report",
     } <= _ran(out)
+    svd = json.loads((repo / "metrics" / "svd.json").read_text())
+    assert svd["task"] == "vectors" and "test_ppl" not in svd and "analogy_coverage" in svd
     for run in ("ngram", "nnlm"):
         m = json.loads((repo / "metrics" / f"{run}.json").read_text())
         assert 1.0 < m["test_ppl"] < 200, m  # vocabulary of the tiny grammar is ~40 words
