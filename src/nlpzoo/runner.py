@@ -25,7 +25,7 @@ import numpy as np
 from nlpzoo.config import build, closest, require
 from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, Vocab, load_stream
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.io import atomic_dir, atomic_write_json
+from nlpzoo.io import atomic_dir, atomic_write_json, rank_zero_dir
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
 from nlpzoo.training import TrainerConfig
 
@@ -158,6 +158,10 @@ def train(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.tracking import Tracker
 
     spec, cfg, trainer_cfg = run_configs(params, name)
+    if TASKS[spec.family] == "mt":  # translation: its own data, module and metrics
+        from nlpzoo.mt_runner import train_mt
+
+        return train_mt(params, spec, cfg, trainer_cfg, root)
     seed = int(params.get("seed", 0))
     data_dir = root / "data" / spec.data
     task = TASKS[spec.family]
@@ -178,7 +182,7 @@ def train(params: dict, name: str, root: Path) -> dict:
     plots_path = root / "plots" / f"{name}.csv"
     t0 = time.time()
     try:
-        with atomic_dir(out_dir) as tmp:
+        with rank_zero_dir(out_dir) as tmp:
             if spec.family == "ngram":
                 stats = _train_ngram(cfg, vocab_size, data["train"], data["valid"], tmp, plots_path)
             elif spec.family not in NEURAL:
@@ -289,12 +293,23 @@ def _train_closed_form(spec: RunSpec, cfg, vocab: Vocab, data: dict, out_dir, pl
     }
 
 
-def _check_context(stream: np.ndarray, context: int, split: str, run: str) -> None:
-    if stream.size <= context:
+def _check_context(
+    stream: np.ndarray, context: int, split: str, run: str, rows: int = 1
+) -> None:
+    """A split must hold one example: `context` + 1 tokens, in each of the `rows` parallel rows
+    a recurrent model cuts the stream into (its batch_size)."""
+    if stream.size < rows * (context + 1):
+        need = f"{rows} rows x ({context} + 1)" if rows > 1 else f"{context} + 1"
+        smaller = "batch_size or bptt" if rows > 1 else "context"
         raise DataError(
             f"run '{run}': the {split} split has {stream.size} tokens, fewer than the model's "
-            f"context of {context} + 1"
+            f"context of {need} tokens; use a larger split or a smaller {smaller}"
         )
+
+
+def _rows_of(model_cls, cfg) -> int:
+    """Parallel rows of the stream: batch_size for recurrent models (BPTTBlocks), else 1."""
+    return cfg.batch_size if getattr(model_cls, "STATEFUL", False) else 1
 
 
 def _context_of(cfg) -> int:
@@ -310,22 +325,34 @@ def _train_neural(
 ) -> dict:
     import torch
 
-    from nlpzoo.training import FamilyModule, make_trainer
+    from nlpzoo.training import FamilyModule, fingerprint, make_trainer, prepare_resume
 
     _, model_cls = FAMILIES[spec.family]
+    stream_rows = _rows_of(model_cls, cfg)
     is_lm = TASKS[spec.family] == "lm"
     if is_lm:
         for split in ("train", "valid"):
-            _check_context(data[split], _context_of(cfg), split, spec.name)
+            _check_context(data[split], _context_of(cfg), split, spec.name, stream_rows)
+    torch.manual_seed(seed)  # the initial weights follow the params' seed
     module = FamilyModule(spec.family, asdict(cfg), len(vocab), run=spec.name, counts=vocab.counts)
     datamodule = _datamodule(model_cls, cfg, data, vocab, trainer_cfg.num_workers, seed)
     ckpt_dir = root / "checkpoints" / spec.name
-    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    # resume an interrupted run of the same params and data (DESIGN §7), else start fresh
+    settings = {
+        "run": spec.name,
+        "family": spec.family,
+        "config": asdict(cfg),
+        "trainer": trainer_cfg.result_settings(),
+        "seed": seed,
+        "counts": list(vocab.counts),
+    }
+    arrays = [np.asarray(data[k]) for k in sorted(data)]
+    resume = prepare_resume(ckpt_dir, fingerprint(settings, arrays))
     trainer = make_trainer(
         trainer_cfg, spec.name, plots_path, ckpt_dir, tracker, seed, validate=is_lm
     )
     t0 = time.time()
-    trainer.fit(module, datamodule=datamodule)
+    trainer.fit(module, ckpt_path=resume, weights_only=True, datamodule=datamodule)
     fit_seconds = time.time() - t0
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best and Path(best).is_file():
@@ -448,6 +475,10 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.tracking import Tracker
 
     spec, cfg, _ = run_configs(params, name)
+    if TASKS[spec.family] == "mt":
+        from nlpzoo.mt_runner import evaluate_mt
+
+        return evaluate_mt(params, spec, cfg, root)
     ev = build(EvaluationConfig, params.get("evaluation"), "evaluation")
     run_dir = root / "models" / name
     data_dir = root / "data" / spec.data

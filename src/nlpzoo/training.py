@@ -8,15 +8,23 @@ wraps it with one `_step` shared by training, validation and test, and logs `tra
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import logging
 import math
+import os
+import random
+import shutil
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import Checkpoint
 
 from nlpzoo.config import require
 from nlpzoo.errors import TrainingError
@@ -47,6 +55,10 @@ class TrainerConfig:
     enable_progress_bar: bool = False
     num_workers: int = 0  # DataLoader worker processes
     threads: int = 0  # torch intra-op threads; 0 keeps the default
+    # resume checkpoints (checkpoints/RUN/resume.ckpt): at every epoch end, and also every N
+    # optimizer steps and/or every M minutes of training; 0 turns either one off
+    checkpoint_every_steps: int = 0
+    checkpoint_every_minutes: float = 10.0
 
     def __post_init__(self) -> None:
         require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
@@ -64,6 +76,22 @@ class TrainerConfig:
         )
         require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
         require(self.num_workers >= 0, "num_workers", "must be >= 0")
+        require(self.checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0")
+        require(self.checkpoint_every_minutes >= 0, "checkpoint_every_minutes", "must be >= 0")
+
+    def result_settings(self) -> dict:
+        """The settings a run's result depends on (not checkpointing, logging, workers)."""
+        out = asdict(self)
+        for key in (
+            "checkpoint_every_steps",
+            "checkpoint_every_minutes",
+            "enable_progress_bar",
+            "log_every_n_steps",
+            "num_workers",
+            "threads",
+        ):
+            out.pop(key)
+        return out
 
 
 def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
@@ -120,6 +148,7 @@ class FamilyModule(pl.LightningModule):
         self._state: Any = None
         self._val_sum = torch.zeros((), dtype=torch.float64)
         self._val_count = torch.zeros((), dtype=torch.float64)
+        self._rng_to_restore: dict | None = None
 
     def forward(self, *args: Any) -> Any:
         return self.model(*args)
@@ -135,7 +164,8 @@ class FamilyModule(pl.LightningModule):
             _, loss = self.model(inputs, targets)
         n = targets.numel()
         if split == "train":
-            self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=n)
+            # sync_dist: the epoch mean is over every rank's tokens (a no-op in one process)
+            self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=n, sync_dist=True)
         else:
             self._val_sum = self._val_sum.to(loss.device) + loss.detach().double() * n
             self._val_count = self._val_count.to(loss.device) + n
@@ -185,6 +215,40 @@ class FamilyModule(pl.LightningModule):
         self.log("val/loss", nll, sync_dist=False, rank_zero_only=False)
         self.log("val/ppl", torch.exp(nll), sync_dist=False, prog_bar=True)
 
+    # ------------------------------------------------------------ resume (DESIGN §7)
+    # Lightning's checkpoint holds weights, optimizer, scheduler, loop counters, callback states
+    # and (via ResumableLoader) the data position; these hooks add the RNG states and the hidden
+    # state a recurrent model carries between BPTT windows, so a resumed run repeats an
+    # uninterrupted one exactly.
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        extra: dict[str, Any] = {"rng": rng_state()}
+        if self.stateful and self._state is not None:
+            # every rank carries the state of its own rows: gather all (collective, all ranks)
+            parts = self._state if isinstance(self._state, tuple) else (self._state,)
+            world = self.trainer.world_size if self._trainer is not None else 1
+            gathered = [self.all_gather(t) if world > 1 else t.unsqueeze(0) for t in parts]
+            extra["state"] = [t.detach().cpu() for t in gathered]  # each (world, layers, B, H)
+            extra["state_is_tuple"] = isinstance(self._state, tuple)
+        checkpoint["nlpzoo"] = extra
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        extra = checkpoint.get("nlpzoo", {})
+        self._rng_to_restore = extra.get("rng")
+        if "state" in extra:  # reset again by on_train_epoch_start unless resuming mid-epoch
+            rank = self.trainer.global_rank if self._trainer is not None else 0
+            parts = tuple(t[rank] for t in extra["state"])
+            self._state = parts if extra["state_is_tuple"] else parts[0]
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        if self._rng_to_restore is not None:  # right before the first step after a resume
+            set_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
+        if self._state is not None:
+            parts = self._state if isinstance(self._state, tuple) else (self._state,)
+            moved = tuple(t.to(self.device) for t in parts)
+            self._state = moved if isinstance(self._state, tuple) else moved[0]
+
     def configure_optimizers(self):
         # families with their own schedule (word2vec's linear decay, GloVe's AdaGrad) say so
         custom = getattr(self.model, "configure_optimizers", None)
@@ -227,7 +291,14 @@ class CurveWriter(pl.Callback):
         self.t0 = time.time()
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.t0 = time.time()
+        self.t0 = time.time() - getattr(self, "_seconds_before", 0.0)
+
+    def state_dict(self) -> dict:  # a resumed run keeps the earlier epochs' rows and clock
+        return {"rows": self.rows, "seconds": time.time() - self.t0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = [dict(r) for r in state["rows"]]
+        self._seconds_before = float(state["seconds"])
 
     def on_validation_end(self, trainer, pl_module) -> None:
         # not on_validation_epoch_end: Lightning runs callback hooks before the module's, so
@@ -307,6 +378,8 @@ def make_trainer(
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    # the folder holds the resume fingerprint (and, when resuming, the earlier checkpoints)
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     pl.seed_everything(seed, workers=True, verbose=False)
     callbacks: list[pl.Callback] = [
         NonFiniteLoss(run),
@@ -319,13 +392,20 @@ def make_trainer(
             save_top_k=1 if validate else 0,
             save_last=True,
         ),
+        ResumeCheckpoint(ckpt_dir, cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes),
     ]
     if validate and cfg.early_stopping_patience:
         callbacks.append(
             EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
         )
     kwargs = asdict(cfg)
-    for key in ("early_stopping_patience", "num_workers", "threads"):
+    for key in (
+        "early_stopping_patience",
+        "num_workers",
+        "threads",
+        "checkpoint_every_steps",
+        "checkpoint_every_minutes",
+    ):
         kwargs.pop(key)
     return pl.Trainer(
         **kwargs,
@@ -336,3 +416,116 @@ def make_trainer(
         num_sanity_val_steps=0,
         default_root_dir=str(ckpt_dir),
     )
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def rng_state() -> dict:
+    """The torch, CUDA, numpy and Python RNG states as tensors and plain values (loadable with
+    `weights_only=True`)."""
+    _, key, pos, has_gauss, gauss = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": [torch.from_numpy(key.astype(np.int64)), int(pos), int(has_gauss), float(gauss)],
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    key, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state(("MT19937", key.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class ResumeCheckpoint(Checkpoint):
+    """Keeps `DIR/resume.ckpt`: all a killed run needs to continue where it stopped.
+
+    Written at the end of every epoch, and after an optimizer step once `every_steps` steps or
+    `every_minutes` minutes have passed since the last one; always to a temp file renamed into
+    place, so a kill while writing leaves the previous checkpoint intact. A `Checkpoint`
+    subclass, so Lightning runs it after the other callbacks and it saves their updated states.
+    """
+
+    FILE = "resume.ckpt"
+
+    def __init__(self, dirpath: Path, every_steps: int = 0, every_minutes: float = 0.0) -> None:
+        self.dirpath = Path(dirpath)
+        self.every_steps, self.every_minutes = every_steps, every_minutes
+        self._last_time = time.monotonic()
+        self._last_step = -1
+
+    @property
+    def path(self) -> Path:
+        return self.dirpath / self.FILE
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._last_time = time.monotonic()
+        self._last_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step == self._last_step:  # no optimizer step yet (gradient accumulation)
+            return
+        due = bool(self.every_steps) and step % self.every_steps == 0
+        if self.every_minutes:
+            late = time.monotonic() - self._last_time >= 60 * self.every_minutes
+            due = due or bool(trainer.strategy.broadcast(late))  # every rank must agree
+        self._last_step = step
+        if due:
+            self.save(trainer)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self.save(trainer)
+
+    def save(self, trainer: pl.Trainer) -> None:
+        tmp = self.path.with_name(f".{self.FILE}.tmp")
+        trainer.save_checkpoint(tmp)  # every rank takes part; rank 0 writes
+        if trainer.is_global_zero:
+            os.replace(tmp, self.path)
+        self._last_time = time.monotonic()
+
+
+def fingerprint(settings: dict, arrays: list[np.ndarray]) -> str:
+    """SHA-256 of a run's settings (JSON) and its data (the token streams' bytes)."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).view(np.uint8).data)
+    return h.hexdigest()
+
+
+def prepare_resume(ckpt_dir: Path, run_fingerprint: str) -> Path | None:
+    """The checkpoint to resume from, or None to start fresh.
+
+    `ckpt_dir/fingerprint` records what the checkpoints belong to: the hash of the run's params
+    and data. A checkpoint is used only if it matches and loads (`weights_only=True`); otherwise
+    the folder is emptied and the new fingerprint written. Only rank 0 changes the folder.
+    """
+    from pytorch_lightning.utilities import rank_zero_only
+
+    ckpt_dir = Path(ckpt_dir)
+    path = ckpt_dir / ResumeCheckpoint.FILE
+    stamp = ckpt_dir / "fingerprint"
+    matches = stamp.is_file() and stamp.read_text().strip() == run_fingerprint
+    if matches and path.is_file():
+        try:
+            step = torch.load(path, map_location="cpu", weights_only=True)["global_step"]
+        except Exception as err:  # a truncated or foreign file: start over
+            log.warning("cannot read %s (%s); training starts fresh", path, err)
+        else:
+            log.info("resuming from %s (step %d)", path, step)
+            return path
+    elif stamp.is_file():
+        log.info("checkpoints in %s are for other params or data; training starts fresh", ckpt_dir)
+    if rank_zero_only.rank == 0:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        ckpt_dir.mkdir(parents=True)
+        (ckpt_dir / "fingerprint").write_text(run_fingerprint + "\n")
+    return None

@@ -13,11 +13,12 @@ exactly the tokens DESIGN §5 counts.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from nlpzoo.data.vocab import EOS
 
@@ -126,6 +127,76 @@ class _Shard(Dataset):
         return batched(ids) if batched else [self.ds[i] for i in ids]
 
 
+class ResumableSampler(Sampler[int]):
+    """One rank's indices for one epoch, in an order fixed by (seed, epoch), able to start
+    part-way through an epoch when training resumes from a checkpoint.
+
+        order   shuffle: a permutation of range(n) from a generator seeded with seed + epoch
+                else:    0, 1, ..., n-1
+        rank r  keeps positions r, r + world, ... of the order, cut to n // world items so every
+                rank runs the same number of batches (DDP steps in lock-step)
+        resume  skips the first `batches · batch_size` items of the epoch the checkpoint was in
+
+    Nothing here draws from the global RNG, so dropout noise after a resume is the same as in an
+    uninterrupted run.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        shuffle: bool,
+        seed: int = 0,
+        rank: int = 0,
+        world: int = 1,
+        batch_size: int = 1,
+    ) -> None:
+        self.n, self.shuffle, self.seed = n, shuffle, seed
+        self.rank, self.world, self.batch_size = rank, world, batch_size
+        self.epoch = 0
+        self.skip = 0  # items to skip at the start of the next pass (set by `resume_at`)
+
+    def set_epoch(self, epoch: int) -> None:  # called by Lightning before each epoch
+        if epoch != self.epoch:
+            self.skip = 0
+        self.epoch = epoch
+
+    def resume_at(self, epoch: int, batches: int) -> None:
+        """Continue epoch `epoch` after its first `batches` batches (the next epoch if done)."""
+        per_epoch = -(-len(self) // self.batch_size)  # batches per epoch, last one partial
+        if batches >= per_epoch:
+            self.epoch, self.skip = epoch + 1, 0
+        else:
+            self.epoch, self.skip = epoch, batches * self.batch_size
+
+    def __len__(self) -> int:
+        return self.n // self.world
+
+    def __iter__(self) -> Iterator[int]:
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.n, generator=g)  # (n,)
+        else:
+            order = torch.arange(self.n)  # (n,)
+        mine = order[self.rank :: self.world][: len(self)]  # (n // world,)
+        skip, self.skip = self.skip, 0
+        return iter(mine[skip:].tolist())
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader whose place in the epoch goes into Lightning checkpoints: Lightning saves
+    `state_dict()` with the loop state and hands it back to `load_state_dict()` on resume."""
+
+    def __init__(self, dataset: Dataset, sampler: ResumableSampler, **kwargs) -> None:
+        super().__init__(dataset, sampler=sampler, **kwargs)
+        self.batches_done = lambda: 0  # set by LMDataModule: the trainer's count this epoch
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.sampler.epoch, "batches": int(self.batches_done())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sampler.resume_at(int(state["epoch"]), int(state["batches"]))
+
+
 def lm_dataloaders(
     model_cls,
     cfg,
@@ -139,43 +210,39 @@ def lm_dataloaders(
     """Training and validation loaders for an LM family, by the shape its `INPUT` asks for.
 
     Each rank gets its own shard (training and validation), so metrics summed over ranks count
-    every token once.
+    every token once. The training loader is a `ResumableLoader`; every loader has its own
+    generator, so creating its iterator does not draw from the global RNG.
     """
-    from torch.utils.data import DataLoader, DistributedSampler
-
     kind = model_cls.INPUT
-    extra = {"num_workers": num_workers, "persistent_workers": num_workers > 0}
+
+    def extra() -> dict:
+        return {
+            "num_workers": num_workers,
+            "persistent_workers": num_workers > 0,
+            "generator": torch.Generator().manual_seed(seed),
+        }
+
+    if getattr(model_cls, "STATEFUL", False) and kind != "window":
+        # BPTT rows are already split between ranks: every rank walks all windows of its rows
+        train = BPTTBlocks(train_stream, cfg.batch_size, cfg.bptt, rank, world)
+        valid = BPTTBlocks(valid_stream, cfg.batch_size, cfg.bptt, rank, world)
+        sampler = ResumableSampler(len(train), shuffle=False)
+        return (
+            ResumableLoader(train, sampler, batch_size=None, **extra()),
+            DataLoader(valid, batch_size=None, **extra()),
+        )
     if kind == "window":
         train = ContextWindows(train_stream, cfg.context_size)
         valid = _Shard(ContextWindows(valid_stream, cfg.context_size), rank, world)
-        sampler = (
-            DistributedSampler(train, world, rank, shuffle=True, seed=seed) if world > 1 else None
-        )
-        return (
-            DataLoader(
-                train,
-                batch_size=cfg.batch_size,
-                shuffle=sampler is None,
-                sampler=sampler,
-                collate_fn=collate_batched,
-                **extra,
-            ),
-            DataLoader(valid, batch_size=cfg.batch_size, collate_fn=collate_batched, **extra),
-        )
-    if getattr(model_cls, "STATEFUL", False):
-        train = BPTTBlocks(train_stream, cfg.batch_size, cfg.bptt, rank, world)
-        valid = BPTTBlocks(valid_stream, cfg.batch_size, cfg.bptt, rank, world)
-        return DataLoader(train, batch_size=None, **extra), DataLoader(
-            valid, batch_size=None, **extra
-        )
-    train = StreamBlocks(train_stream, cfg.block_size)
-    valid = _Shard(StreamBlocks(valid_stream, cfg.block_size), rank, world)
-    sampler = DistributedSampler(train, world, rank, shuffle=True, seed=seed) if world > 1 else None
+        batched = {"collate_fn": collate_batched}
+    else:
+        train = StreamBlocks(train_stream, cfg.block_size)
+        valid = _Shard(StreamBlocks(valid_stream, cfg.block_size), rank, world)
+        batched = {}
+    sampler = ResumableSampler(len(train), True, seed, rank, world, batch_size=cfg.batch_size)
     return (
-        DataLoader(
-            train, batch_size=cfg.batch_size, shuffle=sampler is None, sampler=sampler, **extra
-        ),
-        DataLoader(valid, batch_size=cfg.batch_size, **extra),
+        ResumableLoader(train, sampler, batch_size=cfg.batch_size, **batched, **extra()),
+        DataLoader(valid, batch_size=cfg.batch_size, **batched, **extra()),
     )
 
 
@@ -202,6 +269,8 @@ class LMDataModule(pl.LightningDataModule):
         self.loaders = lm_dataloaders(
             *self.args, rank=rank, world=world, num_workers=self.num_workers, seed=self.seed
         )
+        progress = self.trainer.fit_loop.epoch_loop.batch_progress
+        self.loaders[0].batches_done = lambda: progress.current.processed
 
     def train_dataloader(self):
         return self.loaders[0]

@@ -17,6 +17,11 @@ Contract of a language-model family (task "lm"), so the shared training and scor
 by one token. `token_log_probs` is exact (normalised over the whole vocabulary), whatever the
 output layer, and is what perplexity is computed from.
 
+Translation families (task "mt") take padded id batches (`nlpzoo.data.mt`): `forward(src, tgt_in,
+labels=None) -> (logits (B, T, V), loss)`, and for decoding (`nlpzoo.evaluation.decoding`) `START`,
+`start(src) -> state` and `step(state, tokens) -> (log_probs, state)`; the attention families add
+`cross_attention(src, tgt_in) -> (B, T, S)`. Training and evaluation: `nlpzoo.mt_runner`.
+
 Word-vector families (task "vectors") have `embeddings()` and no held-out objective: word2vec
 (INPUT "pairs": contexts and centres from the token stream; its `train_step` is a closed-form SGD
 step used instead of autograd in a single process), GloVe (INPUT "cooccur": entries of the
@@ -25,7 +30,19 @@ co-occurrence matrix) and PPMI-SVD (closed form: `fit(rows, cols, vals)`, `save`
 
 from __future__ import annotations
 
-from nlpzoo.models import glove, ngram, nnlm, rnn_lm, svd, transformer_lm, word2vec
+from nlpzoo.models import (
+    attention,
+    decoder_mt,
+    glove,
+    ngram,
+    nnlm,
+    rnn_lm,
+    seq2seq,
+    svd,
+    transformer,
+    transformer_lm,
+    word2vec,
+)
 
 FAMILIES = {
     "ngram": (ngram.Config, ngram.KneserNey),
@@ -35,6 +52,10 @@ FAMILIES = {
     "word2vec": (word2vec.Config, word2vec.Word2Vec),
     "glove": (glove.Config, glove.Glove),
     "svd": (svd.Config, svd.PPMISVD),
+    "seq2seq": (seq2seq.Config, seq2seq.Seq2Seq),
+    "attention": (attention.Config, attention.Bahdanau),
+    "transformer": (transformer.Config, transformer.Transformer),
+    "decoder_mt": (decoder_mt.Config, decoder_mt.DecoderMT),
 }
 
 # the data each family trains on and how it is scored
@@ -46,7 +67,21 @@ TASKS = {
     "word2vec": "vectors",
     "glove": "vectors",
     "svd": "vectors",
+    "seq2seq": "mt",
+    "attention": "mt",
+    "transformer": "mt",
+    "decoder_mt": "mt",
 }
 
 # families trained with Lightning (the others fit in closed form or by counting)
-NEURAL = {"nnlm", "rnn_lm", "transformer_lm", "word2vec", "glove"}
+NEURAL = {
+    "nnlm",
+    "rnn_lm",
+    "transformer_lm",
+    "word2vec",
+    "glove",
+    "seq2seq",
+    "attention",
+    "transformer",
+    "decoder_mt",
+}
