@@ -320,3 +320,17 @@ def test_build_mt_vocab_missing_training_split_raises(tmp_path):
         build_mt_vocab(MTVocabConfig(vocab_size=20), prepared, tmp_path / "vocab")
     assert str(prepared / "train.tgt") in str(err.value)
     assert not (tmp_path / "vocab").exists()
+
+
+def test_save_stream_writes_what_np_save_writes_block_by_block(tmp_path, monkeypatch):
+    from nlpzoo.data import vocab as vocab_module
+
+    v = Vocab.build(Counter(["the", "cat", "sat", "on", "the", "mat", "the", "end"]), 1)
+    lines = ["the cat sat", "", "a zebra on the mat", "the end"] * 5
+    monkeypatch.setattr(vocab_module, "ENCODE_LINES", 3)  # several blocks, a partial last one
+    n, unk = vocab_module.save_stream(v, iter(lines), tmp_path / "s.npy")
+    np.save(tmp_path / "ref.npy", v.encode_lines(lines).astype(np.int32))
+    assert (tmp_path / "s.npy").read_bytes() == (tmp_path / "ref.npy").read_bytes()
+    assert (n, unk) == (v.encode_lines(lines).size, 2 * 5)  # "a" and "zebra" are unknown
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.npy", "s.npy"]  # no body left
+    assert np.load(tmp_path / "s.npy").dtype == np.int32

@@ -45,6 +45,7 @@ nothing is spilled. The scratch directory is removed in every case, also when co
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import zipfile
@@ -315,25 +316,34 @@ def _merge(runs: list[tuple[Path, Path]], block: int) -> Iterator[tuple[np.ndarr
 
     Each round reads the next `block` keys of every run and takes from each the keys <= T, where
     T is the smallest last key among blocks that do not end their run: no key <= T can appear
-    later, so the round's aggregated output is final. The runs are memory-mapped; only one block
-    per run is in RAM. Equal keys are summed in run order, the same order for (a, b) and (b, a).
+    later, so the round's aggregated output is final. Blocks are read from the run files with
+    plain reads (a memory map would keep every page it touched resident, so the process would
+    grow with the corpus); only one block per run is in RAM. Equal keys are summed in run order,
+    the same order for (a, b) and (b, a).
     """
-    keys_mm = [np.memmap(kp, dtype=np.int64, mode="r") for kp, _ in runs]
-    vals_mm = [np.memmap(vp, dtype=np.float64, mode="r") for _, vp in runs]
-    pos = [0] * len(runs)
-    active = [i for i in range(len(runs)) if keys_mm[i].size]
-    while active:
-        blocks = {i: np.array(keys_mm[i][pos[i] : pos[i] + block]) for i in active}
-        ends = [blk[-1] for i, blk in blocks.items() if pos[i] + blk.size < keys_mm[i].size]
-        bound = min(ends) if ends else None
-        pk, pv = [], []
-        for i, blk in blocks.items():
-            take = blk.size if bound is None else int(np.searchsorted(blk, bound, "right"))
-            pk.append(blk[:take])  # (take,)
-            pv.append(np.array(vals_mm[i][pos[i] : pos[i] + take]))  # (take,)
-            pos[i] += take
-        active = [i for i in active if pos[i] < keys_mm[i].size]
-        yield _aggregate(np.concatenate(pk), np.concatenate(pv))  # (u,) (u,)
+    with contextlib.ExitStack() as stack:
+        kf = [stack.enter_context(open(kp, "rb")) for kp, _ in runs]
+        vf = [stack.enter_context(open(vp, "rb")) for _, vp in runs]
+        size = [kp.stat().st_size // 8 for kp, _ in runs]  # elements per run
+        pos = [0] * len(runs)
+
+        def read(f, dtype: type, i: int, count: int) -> np.ndarray:
+            f.seek(pos[i] * 8)
+            return np.fromfile(f, dtype=dtype, count=count)
+
+        active = [i for i in range(len(runs)) if size[i]]
+        while active:
+            blocks = {i: read(kf[i], np.int64, i, block) for i in active}
+            ends = [blk[-1] for i, blk in blocks.items() if pos[i] + blk.size < size[i]]
+            bound = min(ends) if ends else None
+            pk, pv = [], []
+            for i, blk in blocks.items():
+                take = blk.size if bound is None else int(np.searchsorted(blk, bound, "right"))
+                pk.append(blk[:take])  # (take,)
+                pv.append(read(vf[i], np.float64, i, take))  # (take,)
+                pos[i] += take
+            active = [i for i in active if pos[i] < size[i]]
+            yield _aggregate(np.concatenate(pk), np.concatenate(pv))  # (u,) (u,)
 
 
 def _merge_runs(

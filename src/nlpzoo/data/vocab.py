@@ -10,6 +10,8 @@ sentences concatenated in file order. Every LM family is scored on exactly this 
 
 from __future__ import annotations
 
+import itertools
+import shutil
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -85,6 +87,37 @@ class Vocab:
         return np.asarray(ids, dtype=np.int64)
 
 
+ENCODE_LINES = 50_000  # sentences encoded at a time when a split is streamed to disk
+
+
+def save_stream(vocab: Vocab, lines: Iterable[str], path: Path) -> tuple[int, int]:
+    """Encode `lines` as `encode_lines` does, straight into an int32 `.npy` at `path`.
+
+    A block of sentences at a time goes to a raw body file; the `.npy` header (which needs the
+    length) is written last, then the body is copied after it. Memory stays flat however long
+    the split is. Returns (tokens, tokens that are `<unk>`).
+    """
+    path = Path(path)
+    body = path.with_name(f".{path.name}.body")
+    n = unk = 0
+    with open(body, "wb") as f:
+        block: list[str] = []
+        for line in itertools.chain(lines, [None]):
+            if line is not None:
+                block.append(line)
+            if len(block) == ENCODE_LINES or (line is None and block):
+                ids = vocab.encode_lines(block).astype("<i4")  # (tokens in the block,)
+                f.write(ids.tobytes())
+                n, unk = n + ids.size, unk + int(np.count_nonzero(ids == UNK))
+                block = []
+    header = {"descr": "<i4", "fortran_order": False, "shape": (n,)}
+    with open(path, "wb") as out, open(body, "rb") as f:
+        np.lib.format.write_array_header_1_0(out, header)  # the header np.save writes
+        shutil.copyfileobj(f, out, 1 << 20)
+    body.unlink()
+    return n, unk
+
+
 def count_words(lines: Iterable[str]) -> Counter:
     counter: Counter = Counter()
     for line in lines:
@@ -146,10 +179,10 @@ def build_lm_vocab(config: LMVocabConfig, prepared_dir: Path, out_dir: Path) -> 
     with atomic_dir(out_dir) as tmp:
         vocab.save(tmp / "vocab.txt")
         for split in ("train", "valid", "test"):
-            stream = vocab.encode_lines(read_lines(prepared_dir / f"{split}.txt"))
-            np.save(tmp / f"{split}.npy", stream.astype(np.int32))
-            stats[f"{split}_tokens"] = int(stream.size)  # words + one </s> per sentence
-            stats[f"{split}_unk_rate"] = float(np.mean(stream == UNK)) if stream.size else 0.0
+            lines = read_lines(prepared_dir / f"{split}.txt")
+            n, unk = save_stream(vocab, lines, tmp / f"{split}.npy")  # streamed: flat memory
+            stats[f"{split}_tokens"] = n  # words + one </s> per sentence
+            stats[f"{split}_unk_rate"] = unk / n if n else 0.0
         atomic_write_json(tmp / "stats.json", stats)
     return stats
 
