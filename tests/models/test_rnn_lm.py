@@ -332,7 +332,7 @@ def test_non_positive_sizes_are_refused(key, value):
         ("dropout", 1.0),
         ("dropout", 1.5),
         ("dropout", -0.1),
-        ("output", "adaptive"),
+        ("output", "sampled"),
         ("optimizer", "adagrad"),
         ("lr", 0.0),
         ("lr_decay", -1.0),
@@ -351,3 +351,44 @@ def test_wrong_type_and_unknown_key_are_refused():
         build(Config, {"num_layers": 2.5}, "run 'x'")
     with pytest.raises(ConfigError, match="did you mean 'tie_weights'"):
         build(Config, {"tie_weight": True}, "run 'x'")
+
+
+@pytest.mark.parametrize("output", ["adaptive", "hierarchical"])
+def test_other_outputs_give_normalised_exact_log_probs(output):
+    """Adaptive and hierarchical outputs: the log-probabilities of every word sum to 1, the
+    loss is the mean of −log p(target), and the state carries on as with the softmax."""
+    torch.manual_seed(0)
+    counts = list(range(V, 0, -1))  # frequency-sorted ids, as the vocabulary stage writes them
+    cfg = Config(
+        cell="lstm",
+        emb_dim=8,
+        hidden_dim=8,
+        num_layers=2,
+        tie_weights=False,
+        output=output,
+        cutoffs=[5, 12],
+        dropout=0.0,
+    )
+    model = RNNLM(cfg, V, counts=counts).eval()
+    inputs, targets = random_tokens(3), random_tokens(4)
+    lp, _ = model.token_log_probs(inputs, targets)
+    assert lp.shape == targets.shape and bool((lp < 0).all())
+    _, loss, _ = model(inputs, targets)
+    torch.testing.assert_close(loss, -lp.mean())
+    # every word's probability from the same hidden states: sums to 1 at every position
+    with torch.no_grad():
+        hs, _ = model.rnn(model.embed(inputs), model.init_state(inputs.shape[0]))
+        all_lp = model.out.log_prob_all(hs.reshape(-1, 8))  # (B·T, V)
+    total = all_lp.double().exp().sum(-1)
+    torch.testing.assert_close(total, torch.ones_like(total), rtol=0, atol=1e-5)
+    torch.testing.assert_close(all_lp.gather(1, targets.reshape(-1, 1)).view(-1), lp.view(-1))
+    # the point of these outputs: fewer multiply-adds per token than h·V
+    full = RNNLM(Config(cell="lstm", emb_dim=8, hidden_dim=8, num_layers=2), V)
+    assert model.cost_per_token(V) < full.cost_per_token(V)
+
+
+def test_tying_needs_the_full_softmax():
+    with pytest.raises(ConfigError, match="tie_weights"):
+        Config(output="adaptive", tie_weights=True)
+    with pytest.raises(ConfigError, match="cutoffs"):
+        RNNLM(Config(output="adaptive", tie_weights=False, cutoffs=[V + 5]), V)

@@ -28,13 +28,15 @@ L = `num_layers`, g gates per cell (1 for rnn, 4 for lstm).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nlpzoo.config import require
+from nlpzoo.errors import ConfigError
+from nlpzoo.models.outputs import KINDS, FullSoftmax, check_cutoffs, make_output
 
 State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # h, or (h, c); each (L, B, h)
 
@@ -62,7 +64,11 @@ class Config:
     lr: float = 1e-3
     lr_decay: float = 0.0  # r in ε_t = ε_0 / (1 + r t), sgd only (Zaremba: ÷2 per epoch instead)
     weight_decay: float = 0.0  # dropout is the regulariser here, as in Zaremba
-    output: str = "softmax"  # full softmax over V (an adaptive output comes later)
+    # softmax (full, over V) | adaptive (Grave et al. 2017: frequency clusters) | hierarchical
+    # (Huffman tree, Morin & Bengio 2005 / Mikolov 2013); all give exact normalised probabilities
+    output: str = "softmax"
+    cutoffs: list[int] = field(default_factory=lambda: [2000, 6000])  # adaptive: cluster bounds
+    div_value: float = 4.0  # adaptive: tail i projects to hidden_dim / div_value^(i+1)
     init_range: float = 0.1  # every parameter ~ U(-r, r) (Zaremba: 0.1 small, 0.05 medium)
 
     def __post_init__(self) -> None:
@@ -80,7 +86,14 @@ class Config:
         require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
         require(self.lr_decay >= 0, "lr_decay", "must be >= 0")
         require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        require(self.output == "softmax", "output", f"must be softmax, got {self.output!r}")
+        require(self.output in KINDS, "output", f"must be one of {KINDS}, got {self.output!r}")
+        require(
+            not self.tie_weights or self.output == "softmax",
+            "tie_weights",
+            f"ties the embedding to a full softmax only; set tie_weights: false with output "
+            f"{self.output!r}",
+        )
+        require(self.div_value >= 1, "div_value", f"must be >= 1, got {self.div_value}")
         require(self.init_range > 0, "init_range", f"must be positive, got {self.init_range}")
 
 
@@ -92,8 +105,18 @@ class RNNLM(nn.Module):
 
     def __init__(self, config: Config, vocab_size: int, counts: list[int] | None = None) -> None:
         super().__init__()
-        # counts (training frequency per id) are not used by the full softmax
+        # counts (training frequency per id): the Huffman tree of the hierarchical output
         self.config = c = config
+        if c.output == "adaptive":
+            try:
+                check_cutoffs(c.cutoffs, vocab_size)
+            except ValueError as e:
+                raise ConfigError(f"key 'cutoffs': {e}") from None
+        if c.output == "hierarchical" and counts is None:
+            raise ConfigError(
+                "key 'output' hierarchical builds a Huffman tree from the training count of "
+                "every word: construct the model with counts="
+            )
         self.embed = nn.Embedding(vocab_size, c.emb_dim)  # E, V×d
         # Zaremba dropout: nn.RNN/nn.LSTM apply `dropout` to the outputs of every layer but the
         # last, i.e. between layers and never on the recurrent connections
@@ -112,7 +135,9 @@ class RNNLM(nn.Module):
                 c.emb_dim, c.hidden_dim, c.num_layers, batch_first=True, dropout=between
             )
         self.drop = nn.Dropout(c.dropout)  # on the embeddings and before the output layer
-        self.out = nn.Linear(c.hidden_dim, vocab_size)  # U (V×h) and b
+        # U (V×h) and b; or the adaptive / hierarchical layer (models/outputs.py)
+        self.out = make_output(c.output, c.hidden_dim, vocab_size, counts, c.cutoffs, c.div_value)
+        self.softmax = isinstance(self.out, FullSoftmax)
         for p in self.parameters():
             nn.init.uniform_(p, -c.init_range, c.init_range)  # Zaremba et al.: all parameters
         if c.tie_weights:
@@ -142,13 +167,20 @@ class RNNLM(nn.Module):
         """inputs, targets (B, T) ids; state from the previous block or None (zeros).
 
         Returns logits (B, T, V), the mean cross-entropy over all B·T targets (or None), and the
-        state after the last step.
+        state after the last step. The adaptive and hierarchical outputs never form the V scores:
+        their logits are None and the loss is the mean of −log p(target) they give.
         """
         if state is None:
             state = self.init_state(inputs.shape[0], inputs.device)
         x = self.drop(self.embed(inputs))  # (B, T, d)
         hs, state = self.rnn(x, state)  # (B, T, h); state (L, B, h) or a pair of them
-        logits = self.out(self.drop(hs))  # (B, T, V) = b + U h_t
+        hs = self.drop(hs)
+        if not self.softmax:
+            loss = None
+            if targets is not None:
+                loss = -self.out.log_prob(hs.reshape(-1, hs.shape[-1]), targets.reshape(-1)).mean()
+            return None, loss, state
+        logits = self.out(hs)  # (B, T, V) = b + U h_t
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -158,6 +190,13 @@ class RNNLM(nn.Module):
         self, inputs: torch.Tensor, targets: torch.Tensor, state: State | None = None
     ) -> tuple[torch.Tensor, State]:
         """Natural-log probability of each target, (B, T) float32, and the new state."""
+        if not self.softmax:
+            if state is None:
+                state = self.init_state(inputs.shape[0], inputs.device)
+            hs, state = self.rnn(self.drop(self.embed(inputs)), state)  # (B, T, h)
+            h = self.drop(hs).reshape(-1, hs.shape[-1])
+            lp = self.out.log_prob(h, targets.reshape(-1)).float()
+            return lp.view(targets.shape), state
         logits, _, state = self.forward(inputs, None, state)
         logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V), normalised over all of V
         return logp.gather(-1, targets[..., None]).squeeze(-1), state  # (B, T)
@@ -180,4 +219,5 @@ class RNNLM(nn.Module):
             g * c.hidden_dim * ((c.emb_dim if layer == 0 else c.hidden_dim) + c.hidden_dim)
             for layer in range(c.num_layers)
         )
-        return recurrent + c.hidden_dim * vocab_size
+        output = c.hidden_dim * vocab_size if self.softmax else self.out.num_ops_per_token()
+        return int(recurrent + output)
