@@ -159,6 +159,54 @@ def test_exp_run_reruns_only_the_changed_run(project):
     assert m["mlflow_run_id"] == latest.info.run_id
     assert latest.info.status == "FINISHED"
 
+    # what a user sees: the experiment's metrics differ from the baseline's, in every view
+    base = json.loads(_run(["git", "show", "HEAD:metrics/nnlm.json"], repo, env))
+    assert m["params"] > base["params"] and m["test_ppl"] != base["test_ppl"]
+    header, *rows = _run(["dvc", "exp", "show", "--csv"], repo, env).splitlines()
+    assert "nnlm.hidden_dim" in header and "test_ppl" in header
+    assert any(row.startswith("wider,") and ",24," in row for row in rows), rows
+    diff = json.loads(_run(["dvc", "metrics", "diff", "--json"], repo, env))
+    assert "test_ppl" in diff["metrics/nnlm.json"], diff
+    out = _run(["dvc", "plots", "diff", "HEAD", "wider", "--json"], repo, env)
+    plots = json.JSONDecoder().raw_decode(out)[0]  # a warning may follow the JSON
+    runs = set(yaml.safe_load((repo / "params.yaml").read_text())["models"])
+    for e in plots.get("errors", []):  # the combined plots also name runs cut from this project
+        assert e["type"] == "FileNotFoundError" and Path(e["source"]).stem not in runs, e
+    revs = {r for p in plots["data"].get("plots/nnlm.csv", []) for r in p["revisions"]}
+    assert revs == {"HEAD", "wider"}, plots["data"].keys()
+    report = (repo / "reports" / "report.md").read_text()
+    assert "DVC experiment `wider`" in report and "| nnlm |" in report
+
+
+def test_queued_experiments_reach_the_project_database(project):
+    """`dvc exp run --queue` twice, then `--run-all` (it starts the queue's worker like
+    `dvc queue start` and follows it): each runs in a temporary copy of the project, and both
+    log to the workspace's MLflow database, leaving the workspace's outputs alone."""
+    repo, env = project
+    before = (repo / "metrics" / "nnlm.json").read_text()
+    queued = {"q-narrow": 12, "q-wide": 20}
+    for name, hidden in queued.items():
+        cmd = ["dvc", "exp", "run", "--queue", "-S", f"nnlm.hidden_dim={hidden}", "-n", name]
+        _run(cmd, repo, env)
+    try:
+        _run(["dvc", "exp", "run", "--run-all"], repo, env)
+    finally:
+        _run(["dvc", "queue", "stop"], repo, env)  # the worker would otherwise idle on
+    assert (repo / "metrics" / "nnlm.json").read_text() == before
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("nlpzoo")
+    runs = client.search_runs([exp.experiment_id], "tags.`nlpzoo.run` = 'nnlm'")
+    by_exp = {r.data.tags.get("dvc.exp_name"): r for r in runs}
+    for name, hidden in queued.items():
+        run = by_exp[name]
+        assert run.data.params["hidden_dim"] == str(hidden)
+        assert run.info.status == "FINISHED" and "test_ppl" in run.data.metrics
+    shown = _run(["dvc", "exp", "show", "--csv"], repo, env)
+    assert all(name in shown for name in queued)
+
 
 def test_bad_param_fails_before_work(project):
     repo, env = project

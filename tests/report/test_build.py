@@ -10,7 +10,7 @@ import pytest
 
 from nlpzoo.config import build
 from nlpzoo.errors import ConfigError
-from nlpzoo.report.build import build_report
+from nlpzoo.report.build import _mt_attention, build_report
 from nlpzoo.report.inputs import Provenance, ReportConfig
 
 CURVE = "epoch,step,train_loss,val_loss,val_ppl,seconds\n0,10,5,4.9,134,1\n1,20,4.8,4.87,130,2\n"
@@ -198,6 +198,8 @@ def test_only_mt_runs(tmp_path):
                 "chrf_beam": 41.0,
                 "test_ppl": 9.5,
                 "params": 1000,
+                "decode_sents_per_s_greedy": 55.0,
+                "decode_sents_per_s_beam": 12.5,
                 "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.0",
             },
         )
@@ -212,12 +214,15 @@ def test_only_mt_runs(tmp_path):
     _write(
         dirs["eval"] / "attention" / "attention.json",
         [
-            {
-                "source_tokens": ["ein", "hund", "</s>"],
-                "output_tokens": ["a", "dog", "</s>"],
-                "weights": np.eye(3).tolist(),
+            {  # as mt_runner writes it: pieces on the axes, the text beside them
+                "index": i,
+                "source": "ein hund",
+                "translation": "a dog",
+                "source_pieces": ["▁ein", "▁hu", "nd", "</s>"],
+                "target_pieces": ["▁a", "▁dog", "</s>"],
+                "weights": np.full((3, 4), 0.25).tolist(),
             }
-            for _ in range(2)
+            for i in range(2)
         ],
     )
     text = _render(dirs, {"seq2seq": "seq2seq", "attention": "attention"})
@@ -226,13 +231,16 @@ def test_only_mt_runs(tmp_path):
     assert "tutorial seq2seq (word-level, published)" in mt
     assert "36.5" in mt["tutorial transformer (word-level, published)"]
     part = text.split("## 3. Translation", 1)[1].split("\n## ", 1)[0]
-    assert "| seq2seq | seq2seq | greedy | 11.0 | 13.0 | 40.0 |" in part
-    assert "| seq2seq | seq2seq | beam | 12.0 | 14.0 | 41.0 |" in part
+    assert "| seq2seq | seq2seq | greedy | 11.0 | 13.0 | 40.0 | 55.0 |" in part
+    assert "| seq2seq | seq2seq | beam | 12.0 | 14.0 | 41.0 | 12.5 |" in part
     assert "tok:13a" in part
     assert part.count("| ein hund") == 3  # three samples
     for fig in ("attention_attention_1.png", "attention_attention_2.png", "curves_mt.png"):
         assert (dirs["reports"] / "figures" / fig).stat().st_size > 0
     assert "`seq2seq`: no sample translations in eval/seq2seq/" in text
+    ((src, out, weights), _) = _mt_attention(dirs["eval"] / "attention")
+    assert src == ["▁ein", "▁hu", "nd", "</s>"] and out == ["▁a", "▁dog", "</s>"]
+    assert weights.shape == (3, 4)
 
 
 def test_tsne_projection_and_bad_config(tmp_path):

@@ -65,8 +65,8 @@ def test_report_page_in_a_browser(tmp_path, browser):
         dirs["eval"] / "attention" / "attention.json",
         [
             {
-                "source_tokens": ["ein", "hund"],
-                "output_tokens": ["a", "dog"],
+                "source_pieces": ["▁ein", "▁hund"],
+                "target_pieces": ["▁a", "▁dog"],
                 "weights": np.eye(2).tolist(),
             }
         ],
