@@ -32,6 +32,7 @@ def _model(family: str, section: dict):
         ("nnlm", {"direct": True}),
         ("rnn_lm", {}),
         ("lstm_lm", {}),
+        ("lstm_lm", {"output": "softmax", "tie_weights": False, "emb_dim": 100}),
         ("transformer_lm", {}),
     ],
 )
@@ -52,3 +53,4 @@ def test_word2vec_formulas_are_mikolovs():
     neg = {**hs, "objective": "negative", "negative": 5}
     assert cost_of("word2vec", neg, 2**14).q == 5 * (100 + 100 * 6)  # K + 1 for log₂V
     assert cost_of("svd", {}, 100) is None and cost_of("nnlm", {}, None) is None
+    assert cost_of("rnn_lm", {"output": "adaptive"}, 100).q is None  # only the model counts it

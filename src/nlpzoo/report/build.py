@@ -432,8 +432,9 @@ def _cost(ctx: _Context) -> list[Block]:
             "of one forward pass: NNLM `N×D + N×D×H + H×V` (hierarchical softmax: `H×log₂V`), "
             "CBOW `N×D + D×log₂V`, skip-gram `C×(D + D×log₂V)` (negative sampling: `K+1` "
             "for `log₂V`), and the counterparts for the recurrent and Transformer models; "
-            "evaluated here with each run's sizes (where a model counts its own Q, that count "
-            "is shown). Measured time per token is wall-clock training time over tokens seen "
+            "evaluated here with each run's sizes, beside the count the model keeps itself "
+            "(adaptive and Huffman outputs are only counted there; the ratio uses that count). "
+            "Measured time per token is wall-clock training time over tokens seen "
             "(forward, backward and update, so about 3 Q of work); the ratio of the two is the "
             "time per multiply-add each implementation achieves on this machine."
         ),

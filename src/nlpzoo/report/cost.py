@@ -36,21 +36,26 @@ from dataclasses import dataclass
 class Cost:
     formula: str  # symbolic, as the paper writes it
     sizes: str  # the symbols' values for this run
-    q: float  # multiply-adds per token (or per entry, see `unit`)
+    q: float | None  # multiply-adds per token (or per entry, see `unit`); None: model counts it
     unit: str = "token"
+
+
+def _output(width: int, sym_w: str, kind: str, v: int) -> tuple[float | None, str]:
+    """The output layer's term: softmax width×V, hierarchical width×log₂V (a balanced tree; a
+    Huffman tree's mean path is a little shorter), adaptive: only the model can count it."""
+    if kind == "hierarchical":
+        return width * math.log2(v), f"{sym_w}×log₂V"
+    if kind == "adaptive":
+        return None, "adaptive(H, V)"
+    return width * v, f"{sym_w}×V"
 
 
 def nnlm(cfg: dict, v: int) -> Cost:
     n, d, h = cfg.get("context_size", 4), cfg.get("emb_dim", 60), cfg.get("hidden_dim", 100)
     direct = bool(cfg.get("direct", False))
-    out = cfg.get("output", "softmax")
     width = h + (n * d if direct else 0)
-    sym_w = "(H + N×D)" if direct else "H"
-    if out == "hierarchical":
-        last, sym_last = width * math.log2(v), f"{sym_w}×log₂V"
-    else:  # the adaptive layer's expected cost depends on the counts; its full-softmax bound here
-        last, sym_last = width * v, f"{sym_w}×V"
-    q = n * d + n * d * h + last
+    last, sym_last = _output(width, "(H + N×D)" if direct else "H", cfg.get("output", "softmax"), v)
+    q = None if last is None else n * d + n * d * h + last
     return Cost(f"N×D + N×D×H + {sym_last}", f"N={n}, D={d}, H={h}, V={v:,}", q)
 
 
@@ -58,9 +63,11 @@ def rnn_lm(cfg: dict, v: int) -> Cost:
     d, h, layers = cfg.get("emb_dim", 200), cfg.get("hidden_dim", 200), cfg.get("num_layers", 1)
     lstm = cfg.get("cell", "rnn") == "lstm"
     g = 4 if lstm else 1
-    q = sum(g * h * ((d if i == 0 else h) + h) for i in range(layers)) + h * v
+    last, sym_last = _output(h, "H", cfg.get("output", "softmax"), v)
+    recurrent = sum(g * h * ((d if i == 0 else h) + h) for i in range(layers))
+    q = None if last is None else recurrent + last
     return Cost(
-        "Σ_l g×H×(in_l + H) + H×V",
+        f"Σ_l g×H×(in_l + H) + {sym_last}",
         f"g={g} ({'LSTM' if lstm else 'tanh RNN'}), L={layers}, D={d}, H={h}, V={v:,}",
         q,
     )
