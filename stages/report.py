@@ -50,6 +50,7 @@ def main(argv: list[str]) -> None:
         params=params,
         config=build(ReportConfig, params.get("report"), "report"),
         provenance=provenance,
+        mlflow=True,  # each run's figures as artifacts of its MLflow run
     )
 
 

@@ -251,3 +251,23 @@ def test_tsne_projection_and_bad_config(tmp_path):
     assert (dirs["reports"] / "figures" / "projection_cbow.png").stat().st_size > 0
     with pytest.raises(ConfigError, match="projection"):
         build(ReportConfig, {"projection": "umap"}, "report")
+
+
+def test_figures_reach_each_runs_mlflow_run(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from nlpzoo.tracking import Tracker
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    dirs = _project(tmp_path)
+    tracker = Tracker.start("cbow", "word2vec", {"dim": 4})
+    tracker.save(dirs["eval"] / "cbow")
+    tracker.finish()
+    _write(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS})
+    _vector_run(dirs, "cbow", 0)
+    (dirs["plots"] / "cbow.csv").write_text(CURVE)
+    _render(dirs, {"cbow": "word2vec"}, mlflow=True)
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    listed = {a.path for a in client.list_artifacts(tracker.run_id, "figures")}
+    assert listed == {"figures/projection_cbow.png", "figures/curves_vectors.png"}
+    assert client.get_run(tracker.run_id).info.status == "FINISHED"

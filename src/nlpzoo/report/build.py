@@ -9,6 +9,7 @@ that are missing or incomplete. Any subset of runs renders; what is absent is li
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,13 @@ def build_report(
     params: dict[str, Any] | None = None,
     config: ReportConfig | None = None,
     provenance: Provenance | None = None,
+    mlflow: bool = False,
 ) -> str:
     """Render the report; `runs` maps every run named in params to its family (for the footer).
 
-    Returns the Markdown text; writes `out_dir` as a whole (report.md, index.html, figures/)."""
+    Returns the Markdown text; writes `out_dir` as a whole (report.md, index.html, figures/).
+    With `mlflow`, each run's figures are also attached to its MLflow run (the one recorded in
+    `eval/RUN/mlflow_run.json`), so the dashboard shows them beside the run's metrics."""
     cfg = config or ReportConfig()
     prov = provenance or Provenance()
     params = params or {}
@@ -79,7 +83,25 @@ def build_report(
         atomic_write_text(tmp / "index.html", to_html(blocks, TITLE))
         figs = sorted(p.name for p in fig_dir.glob("*.png"))
     log.info("report: %d runs, %d figures (%s)", len(found), len(figs), ", ".join(figs))
+    if mlflow:
+        log_figures(Path(eval_dir), Path(out_dir) / "figures", found.values())
     return text
+
+
+def log_figures(eval_dir: Path, fig_dir: Path, runs: Iterable[Run]) -> None:
+    """Attach to each run's MLflow run its own figures and its task's learning curves."""
+    from nlpzoo.tracking import Tracker
+
+    for r in runs:
+        figs = [
+            *fig_dir.glob(f"projection_{r.name}.png"),
+            *sorted(fig_dir.glob(f"attention_{r.name}_*.png")),
+            *fig_dir.glob(f"curves_{r.task}.png"),
+        ]
+        if figs and (eval_dir / r.name / "mlflow_run.json").is_file():
+            tracker = Tracker.resume(eval_dir / r.name, r.name)
+            for path in figs:
+                tracker.log_artifact(path, "figures")
 
 
 class _Context:
