@@ -1,16 +1,18 @@
 """Word2vec on Brown: nlpzoo's CBOW and skip-gram against gensim 4, side by side in one run.
 
 Usage: python benchmarks/word2vec_vs_gensim.py [path/to/brown.zip] [--threads 2] [--epochs 5]
-           [--variants cbow-ns,sg-ns,cbow-hs,sg-hs] [--autograd] [--hogwild] [--batch-size N]
+           [--variants cbow-ns,sg-ns,cbow-hs,sg-hs] [--seeds 3] [--plain] [--autograd]
+           [--hogwild] [--batch-size N]
 
 Both train on the same text with the same settings: the Bengio split's first 800,000 tokens of
 Brown, lowercased, one vocabulary (min_count 5), dim 100, window 5, sample 1e-3, 5 negatives or
 hierarchical softmax, word2vec.c's starting rates (0.025 skip-gram, 0.05 CBOW) decaying to 1e-4 of
 that, and `--threads` worker threads (gensim) / intra-op threads (torch).
 
-Ours is trained in a plain loop: draw batch i of the epoch (nlpzoo.data.word2vec), then
-`Word2Vec.train_step` on it. `--autograd` adds forward, backward and the SGD of
-`configure_optimizers` (what a Lightning step does). `--hogwild` adds `--threads` processes of
+Ours is trained as the pipeline trains it: the Lightning module of the `cbow` / `skipgram` runs
+(one process, `Word2Vec.train_step` per batch of nlpzoo.data.word2vec). `--plain` adds the same
+steps in a plain loop, to show what the Trainer costs. `--autograd` adds forward, backward and
+the SGD of `configure_optimizers` (what a DDP step does). `--hogwild` adds `--threads` processes of
 one thread each sharing the weights without locks (Recht et al. 2011), the way gensim's and
 word2vec.c's worker threads train; worker r takes the batches of rank r.
 
@@ -172,10 +174,28 @@ def train_ours(
     return seconds, w2v.embeddings().numpy(), loss
 
 
-def best_of(n: int, train, *args):
-    """The run with the shortest time (the first element of `train`'s result) of n runs: on a
-    shared machine the fastest run is the one least disturbed by other work."""
-    return min((train(*args) for _ in range(n)), key=lambda result: result[0])
+def train_lightning(
+    stream: np.ndarray, vocab: Vocab, cfg: Config, args
+) -> tuple[float, np.ndarray, float]:
+    """The pipeline's path: FamilyModule (closed-form step in one process) under a Trainer."""
+    import dataclasses
+    import tempfile
+
+    from nlpzoo.data.word2vec import word2vec_dataloader
+    from nlpzoo.training import FamilyModule, TrainerConfig, make_trainer
+
+    torch.manual_seed(args.seed)
+    module = FamilyModule("word2vec", dataclasses.asdict(cfg), len(vocab), "bench", vocab.counts)
+    tcfg = TrainerConfig(accelerator="cpu", devices=1, max_epochs=args.epochs)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        trainer = make_trainer(tcfg, "bench", tmp / "c.csv", tmp / "ck", None, args.seed, False)
+        loader = word2vec_dataloader(cfg, stream, vocab.counts, seed=args.seed)
+        t0 = time.perf_counter()
+        trainer.fit(module, loader)
+        seconds = time.perf_counter() - t0
+    loss = float(trainer.callback_metrics["train/loss_epoch"])
+    return seconds, module.model.embeddings().numpy(), loss
 
 
 def main() -> None:
@@ -186,9 +206,9 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--autograd", action="store_true", help="also time the autograd path")
     ap.add_argument("--hogwild", action="store_true", help="also train in --threads processes")
+    ap.add_argument("--plain", action="store_true", help="also time train_step in a plain loop")
     ap.add_argument("--batch-size", type=int, default=0, help="0: the Config default")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=1, help="time each run N times, keep the best")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds 1..N; quality is their mean")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     sentences, vocab, stream = load_brown(args.zip)
@@ -196,42 +216,70 @@ def main() -> None:
     print(
         f"Brown train: {len(sentences):,} sentences, {words:,} words, V = {len(vocab):,} "
         f"(min_count {MIN_COUNT}, lowercased); {args.epochs} epochs, {args.threads} threads; "
-        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+        f"{args.seeds} seeds (quality: mean; words/s: median); load average "
+        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
     )
     print(
-        "| variant | trainer | batch | seconds | words/s | vs gensim | final loss "
-        "| WS-353 ρ | analogy acc |"
+        "| variant | trainer | batch | words/s | vs gensim | final loss "
+        "| WS-353 ρ | vs gensim | analogy % | vs gensim |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    seeds = range(1, args.seeds + 1)
+
+    def summary(results):  # [(seconds, words, vectors, loss)] over seeds
+        rates = sorted(words * args.epochs / r[0] for r in results)
+        qs = [quality(r[1], r[2]) for r in results]
+        return (
+            rates[len(rates) // 2],
+            float(np.mean([q["ws353"] for q in qs])),
+            100 * float(np.mean([q["analogy"] for q in qs])),
+            float(np.mean([r[3] for r in results])),
+        )
+
     for name in args.variants.split(","):
         model, objective = VARIANTS[name]
-        sec, gwords, gvec = best_of(args.repeat, train_gensim, sentences, model, objective, args)
-        q = quality(gwords, gvec)
-        g_rate = words * args.epochs / sec
+        runs = []
+        for seed in seeds:
+            args.seed = seed
+            sec, gwords, gvec = train_gensim(sentences, model, objective, args)
+            runs.append((sec, gwords, gvec, float("nan")))
+        g_rate, g_ws, g_an, _ = summary(runs)
         print(
-            f"| {name} | gensim {__import__('gensim').__version__} | - | {sec:.1f} "
-            f"| {g_rate / 1e6:.3f} M | 1.00 | - | {q['ws353']:.3f} | {q['analogy']:.4f} |",
+            f"| {name} | gensim {__import__('gensim').__version__} | - | {g_rate / 1e6:.3f} M "
+            f"| 1.00 | - | {g_ws:.3f} | - | {g_an:.2f} | - |",
             flush=True,
         )
         extra = {"batch_size": args.batch_size} if args.batch_size else {}
         cfg = Config(model=model, objective=objective, **extra)
-        trainers = ["train_step"] + ["autograd"] * args.autograd + ["hogwild"] * args.hogwild
+        trainers = (
+            ["lightning"]
+            + ["train_step"] * args.plain
+            + ["autograd"] * args.autograd
+            + ["hogwild"] * args.hogwild
+        )
+        labels = {
+            "lightning": "nlpzoo (pipeline: Lightning)",
+            "train_step": "nlpzoo train_step loop",
+            "autograd": "nlpzoo autograd+SGD loop",
+            "hogwild": f"nlpzoo train_step, {args.threads} processes",
+        }
         for trainer in trainers:
-            loss = float("nan")
-            if trainer == "hogwild":
-                sec, vec = best_of(args.repeat, train_hogwild, stream, vocab, cfg, args)
-                label = f"nlpzoo train_step, {args.threads} processes"
-            else:
-                autograd = trainer == "autograd"
-                sec, vec, loss = best_of(
-                    args.repeat, train_ours, stream, vocab, cfg, args, autograd
-                )
-                label = "nlpzoo autograd+SGD" if trainer == "autograd" else "nlpzoo train_step"
-            q = quality(vocab.words, vec)
-            rate = words * args.epochs / sec
+            runs = []
+            for seed in seeds:
+                args.seed = seed
+                if trainer == "hogwild":
+                    sec, vec = train_hogwild(stream, vocab, cfg, args)
+                    loss = float("nan")
+                elif trainer == "lightning":
+                    sec, vec, loss = train_lightning(stream, vocab, cfg, args)
+                else:
+                    sec, vec, loss = train_ours(stream, vocab, cfg, args, trainer == "autograd")
+                runs.append((sec, vocab.words, vec, loss))
+            rate, ws, an, loss = summary(runs)
             print(
-                f"| {name} | {label} | {cfg.batch_size} | {sec:.1f} | {rate / 1e6:.3f} M "
-                f"| {rate / g_rate:.2f} | {loss:.3f} | {q['ws353']:.3f} | {q['analogy']:.4f} |",
+                f"| {name} | {labels[trainer]} | {cfg.batch_size} | {rate / 1e6:.3f} M "
+                f"| {rate / g_rate:.2f} | {loss:.3f} | {ws:.3f} | {ws - g_ws:+.3f} "
+                f"| {an:.2f} | {an - g_an:+.2f} |",
                 flush=True,
             )
 

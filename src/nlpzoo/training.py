@@ -192,7 +192,14 @@ class FamilyModule(pl.LightningModule):
             # no gradients, so this SGD step changes nothing; it advances Lightning's step count
             # (max_steps, checkpoints, curves) as an automatic step would
             self.optimizers().step()
-            self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=targets.numel())
+            # the epoch's mean loss, logged once at its last batch: `self.log` every step costs
+            # as much as the step itself at word2vec's batch sizes
+            n = targets.numel()
+            self._epoch_loss = self._epoch_loss + loss.detach().double() * n
+            self._epoch_count += n
+            if batch_idx + 1 >= self.trainer.num_training_batches:
+                mean = (self._epoch_loss / max(self._epoch_count, 1)).float()
+                self.log("train/loss_epoch", mean, on_step=True, on_epoch=False)
             return loss
         return self._step(batch, "train")
 
@@ -201,6 +208,7 @@ class FamilyModule(pl.LightningModule):
 
     def on_train_epoch_start(self) -> None:
         self._state = None
+        self._epoch_loss, self._epoch_count = torch.zeros((), dtype=torch.float64), 0
 
     def on_validation_epoch_start(self) -> None:
         self._train_state, self._state = self._state, None
