@@ -85,14 +85,14 @@ class CooccurConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ConfigError(f"cooccur: window must be an integer >= 1, got {self.window!r}")
+            raise ConfigError(f"key 'window' must be an integer >= 1, got {self.window!r}")
         mem = self.memory_mb
         if isinstance(mem, bool) or not isinstance(mem, (int, float)) or not mem >= 1:
-            raise ConfigError(f"cooccur: memory_mb must be a number >= 1, got {mem!r}")
+            raise ConfigError(f"key 'memory_mb' must be a number >= 1, got {mem!r}")
         for key in ("distance_weighting", "sentence_bounded", "keep_unk"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(
-                    f"cooccur: {key} must be true or false, got {getattr(self, key)!r}"
+                    f"key '{key}' must be true or false, got {getattr(self, key)!r}"
                 )
 
     def max_pairs(self) -> int:
