@@ -144,7 +144,7 @@ def test_full_lm_and_vectors_report(tmp_path):
     cost = _rows(text, "## 4. Cost")
     # the formula with this run's sizes gives the model's own count: 4·60 + 4·60·100 + 100·13192
     assert "N=4, D=60, H=100, V=13,192" in cost["nnlm"] and "1,343,440" in cost["nnlm"]
-    assert "200.00" in cost["nnlm"]  # µs per token at 5,000 tokens/s
+    assert "| 200 |" in cost["nnlm"]  # µs per token at 5,000 tokens/s
     assert "0.149" in cost["nnlm"]  # ns per multiply-add: 200 µs / 1,343,440
 
     assert (dirs["reports"] / "figures" / "curves_lm.png").stat().st_size > 0

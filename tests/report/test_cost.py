@@ -54,3 +54,27 @@ def test_word2vec_formulas_are_mikolovs():
     assert cost_of("word2vec", neg, 2**14).q == 5 * (100 + 100 * 6)  # K + 1 for log₂V
     assert cost_of("svd", {}, 100) is None and cost_of("nnlm", {}, None) is None
     assert cost_of("rnn_lm", {"output": "adaptive"}, 100).q is None  # only the model counts it
+
+
+@pytest.mark.parametrize(
+    ("run", "tolerance"), [("transformer", 0.0), ("attention", 0.01), ("decoder_mt", 0.05)]
+)
+def test_translation_formulas_against_a_flop_count(run, tolerance):
+    """Multiply-adds of one teacher-forced forward pass over S = T = MT_SPAN pieces, counted by
+    torch's FLOP counter (2 FLOPs per multiply-add), per target token. (The counter does not see
+    inside nn.LSTM, so seq2seq is left out.)"""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from nlpzoo.report.cost import MT_SPAN
+
+    family = PARAMS["models"][run]["family"]
+    section = PARAMS[run]
+    cfg_cls, model_cls = FAMILIES[family]
+    fields = {k: v for k, v in section.items() if k in cfg_cls.__dataclass_fields__}
+    model = model_cls(cfg_cls(**fields), V).eval()
+    src = torch.randint(4, V, (1, MT_SPAN))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(src, src.clone())
+    counted = counter.get_total_flops() / 2 / MT_SPAN
+    assert cost_of(family, section, V).q == pytest.approx(counted, rel=tolerance)

@@ -19,8 +19,9 @@ Translation, per target token, with one source token per target token (Multi30k'
 as long) and S = T = 16 pieces for the attention spans (about a Multi30k sentence):
 
     seq2seq      Q = 2 Σ_l 4H×(in_l + H) + H×V                       encoder and decoder LSTMs
+    attention    Q = 2gH(E+H) + 2H×A + gH(E+3H) + H×A + S×(A+2H) + (E+3H)×V   (see `attention`)
     transformer  Q = N×(4C² + 2C×F + 2S×C) + N×(8C² + 2C×F + 2T×C + 2S×C) + C×V
-    decoder_mt   Q = 2 × L×(4C² + 2C×F + 2(S+T)×C) + C×V             prompt and target positions
+    decoder_mt   Q = (S+T)/T × (L×(4C² + 2C×F + 2(S+T)×C) + C×V)     prompt and target positions
 
 A run is described by its family and its own params section; a family not known here gets no formula
 (its model's own `cost_per_token`, when the metrics carry one, is still shown).
@@ -107,6 +108,22 @@ def seq2seq(cfg: dict, v: int) -> Cost:
     return Cost("2 Σ_l 4H×(in_l + H) + H×V", f"L={layers}, E={e}, H={h}, V={v:,}", q)
 
 
+def attention(cfg: dict, v: int) -> Cost:
+    """Bahdanau et al.: bidirectional encoder, U_a h_j once per source token, decoder cell on
+    [E y; c], additive scores over S positions, context, deep output (maxout optional)."""
+    e, h, a = cfg.get("emb_dim", 128), cfg.get("hidden_dim", 256), cfg.get("attn_dim", 128)
+    g = 3 if cfg.get("cell", "gru") == "gru" else 4  # gate rows: GRU 3, LSTM 4
+    m, s = cfg.get("maxout", 0), MT_SPAN
+    out = (e + 3 * h) * 2 * m + m * v if m else (e + 3 * h) * v
+    sym_out = "(E+3H)×2M + M×V" if m else "(E+3H)×V"
+    q = 2 * g * h * (e + h) + 2 * h * a + g * h * (e + 3 * h) + h * a + s * (a + 2 * h) + out
+    return Cost(
+        f"2gH(E+H) + 2H×A + gH(E+3H) + H×A + S×(A+2H) + {sym_out}",
+        f"g={g}, E={e}, H={h}, A={a}, S={s}" + (f", M={m}" if m else "") + f", V={v:,}",
+        q,
+    )
+
+
 def transformer(cfg: dict, v: int) -> Cost:
     c, f, n = cfg.get("d_model", 256), cfg.get("d_ff", 1024), cfg.get("num_layers", 3)
     s = t = MT_SPAN
@@ -120,11 +137,15 @@ def transformer(cfg: dict, v: int) -> Cost:
 
 
 def decoder_mt(cfg: dict, v: int) -> Cost:
+    """One causal sequence `source <sep> target`: every position runs the blocks and the output
+    layer, so a target token costs (S+T)/T positions (= 2 at S = T)."""
     c, f, layers = cfg.get("d_model", 256), cfg.get("d_ff", 1024), cfg.get("num_layers", 6)
     span = 2 * MT_SPAN
-    q = 2 * layers * (4 * c * c + 2 * c * f + 2 * span * c) + c * v
+    q = 2 * (layers * (4 * c * c + 2 * c * f + 2 * span * c) + c * v)
     return Cost(
-        "2 × L×(4C² + 2C×F + 2(S+T)×C) + C×V", f"L={layers}, C={c}, F={f}, S+T={span}, V={v:,}", q
+        "(S+T)/T × (L×(4C² + 2C×F + 2(S+T)×C) + C×V)",
+        f"L={layers}, C={c}, F={f}, S=T={MT_SPAN}, V={v:,}",
+        q,
     )
 
 
@@ -135,6 +156,7 @@ FORMULAS = {
     "word2vec": word2vec,
     "glove": glove,
     "seq2seq": seq2seq,
+    "attention": attention,
     "transformer": transformer,
     "decoder_mt": decoder_mt,
 }

@@ -183,10 +183,11 @@ def mt_table(runs: list[Run]) -> pd.DataFrame:
 def mt_signatures(runs: list[Run]) -> list[str]:
     out = []
     for r in runs:
-        sigs = sorted(
-            {str(v) for k, v in r.metrics.items() if "signature" in k and isinstance(v, str)}
-        )
-        out += [f"{r.name}: `{s}`" for s in sigs]
+        out += [
+            f"{r.name}, {k.replace('_signature', '')}: `{v}`"
+            for k, v in sorted(r.metrics.items())
+            if k.endswith("signature") and isinstance(v, str)
+        ]
     return out
 
 
@@ -216,7 +217,7 @@ def cost_table(runs: list[Run], params: dict, vocab_sizes: dict[str, int]) -> pd
                 "sizes": c.sizes if c else DASH,
                 "Q by the formula": f"{formula_q:,.0f}{per}" if formula_q else DASH,
                 "Q counted by the model": f"{model_q:,.0f}" if model_q else DASH,
-                "measured µs per training token": f"{seconds * 1e6:,.2f}" if seconds else DASH,
+                "measured µs per training token": f"{seconds * 1e6:,.3g}" if seconds else DASH,
                 "ns per multiply-add": f"{seconds / q * 1e9:.3f}" if seconds and q else DASH,
                 "GMAC/s achieved": f"{q * tps / 1e9:.2f}" if q and tps else DASH,
             }
