@@ -91,9 +91,7 @@ class CooccurConfig:
             raise ConfigError(f"key 'memory_mb' must be a number >= 1, got {mem!r}")
         for key in ("distance_weighting", "sentence_bounded", "keep_unk"):
             if not isinstance(getattr(self, key), bool):
-                raise ConfigError(
-                    f"key '{key}' must be true or false, got {getattr(self, key)!r}"
-                )
+                raise ConfigError(f"key '{key}' must be true or false, got {getattr(self, key)!r}")
 
     def max_pairs(self) -> int:
         """Pairs the in-memory buffer holds."""
