@@ -216,10 +216,10 @@ def test_only_mt_runs(tmp_path):
         [
             {  # as mt_runner writes it: pieces on the axes, the text beside them
                 "index": i,
-                "source": "ein hund",
+                "source_text": "ein hund",
                 "translation": "a dog",
-                "source_pieces": ["▁ein", "▁hu", "nd", "</s>"],
-                "target_pieces": ["▁a", "▁dog", "</s>"],
+                "source_tokens": ["▁ein", "▁hu", "nd", "</s>"],
+                "target_tokens": ["▁a", "▁dog", "</s>"],
                 "weights": np.full((3, 4), 0.25).tolist(),
             }
             for i in range(2)

@@ -65,8 +65,8 @@ def test_report_page_in_a_browser(tmp_path, browser):
         dirs["eval"] / "attention" / "attention.json",
         [
             {
-                "source_pieces": ["▁ein", "▁hund"],
-                "target_pieces": ["▁a", "▁dog"],
+                "source_tokens": ["▁ein", "▁hund"],
+                "target_tokens": ["▁a", "▁dog"],
                 "weights": np.eye(2).tolist(),
             }
         ],

@@ -340,101 +340,31 @@ def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
     return blocks
 
 
-_SAMPLE_KEYS = {
-    "source": ("source", "src"),
-    "reference": ("reference", "ref", "target", "tgt"),
-    "greedy": ("greedy", "hypothesis", "hyp", "translation"),
-    "beam": ("beam",),
-}
-
-
 def _mt_samples(run_eval: Path) -> pd.DataFrame | None:
-    """Sample translations from `samples.json` (a list of objects) or `samples.jsonl`/`.tsv`."""
-    rows = None
-    for name in ("samples.json", "samples.jsonl", "samples.tsv"):
-        path = run_eval / name
-        if not path.is_file():
-            continue
-        if name.endswith(".json"):
-            data = load_json(path)
-            rows = data.get("samples") if isinstance(data, dict) else data
-        elif name.endswith(".jsonl"):
-            rows = pd.read_json(path, lines=True).to_dict("records")
-        else:
-            rows = pd.read_csv(path, sep="\t").to_dict("records")
-        break
-    if not rows or not isinstance(rows, list):
+    """Sample translations: `samples.json`, a list of {source, reference, greedy, beam}
+    (mt_runner.evaluate_mt); missing fields are shown as "–"."""
+    rows = load_json(run_eval / "samples.json")
+    if not isinstance(rows, list) or not rows:
         return None
-    out = []
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        cell = {}
-        for col, keys in _SAMPLE_KEYS.items():
-            for k in keys:
-                if k in row:
-                    v = row[k]
-                    cell[col] = " ".join(v) if isinstance(v, list) else str(v)
-                    break
-        out.append(cell)
-    df = pd.DataFrame(out)
+    cols = ("source", "reference", "greedy", "beam")
+    df = pd.DataFrame([{c: row.get(c) for c in cols} for row in rows if isinstance(row, dict)])
     return df.fillna(tables.DASH) if not df.empty else None
 
 
 def _mt_attention(run_eval: Path) -> list[tuple[list[str], list[str], np.ndarray]]:
-    """(source tokens, output tokens, weights (T_out, T_src)) from `attention*.json` (a list of
-    objects with source/target tokens and weights) or `attention*.npz`."""
-    found: list[tuple[list[str], list[str], np.ndarray]] = []
-    for path in sorted(run_eval.glob("attention*.json")):
-        data = load_json(path)
-        items = data if isinstance(data, list) else (data or {}).get("sentences", [data])
-        for it in items or []:
-            if not isinstance(it, dict):
-                continue
-            src = _first(it, ("source_pieces", "source_tokens", "src_tokens", "source", "src"))
-            tgt = _first(
-                it,
-                (
-                    "target_pieces",
-                    "output_tokens",
-                    "target_tokens",
-                    "tgt_tokens",
-                    "hyp_tokens",
-                    "hypothesis",
-                    "target",
-                    "tgt",
-                ),
+    """(source tokens, output tokens, weights (T, S)) per sentence of `attention.json`
+    (mt_runner._attention_maps: Bahdanau's α, the Transformer's last-layer cross-attention)."""
+    items = load_json(run_eval / "attention.json")
+    found = []
+    for it in items if isinstance(items, list) else []:
+        try:
+            w = np.asarray(it["weights"], dtype=np.float64)
+            found.append(
+                ([str(t) for t in it["source_tokens"]], [str(t) for t in it["target_tokens"]], w)
             )
-            w = _first(it, ("weights", "attention", "alpha"))
-            if src is not None and tgt is not None and w is not None:
-                found.append((_tokens(src), _tokens(tgt), np.asarray(w, dtype=float)))
-    for path in sorted(run_eval.glob("attention*.npz")):
-        with np.load(path, allow_pickle=False) as z:
-            keys = sorted(k for k in z.files if "weight" in k or "attention" in k or "alpha" in k)
-            for k in keys:
-                suffix = k.split("_")[-1]
-                src = next(
-                    (z[s] for s in z.files if s.startswith("src") and s.endswith(suffix)), None
-                )
-                tgt = next(
-                    (
-                        z[s]
-                        for s in z.files
-                        if s.startswith(("tgt", "out", "hyp")) and s.endswith(suffix)
-                    ),
-                    None,
-                )
-                if src is not None and tgt is not None:
-                    found.append(([str(t) for t in src], [str(t) for t in tgt], z[k]))
+        except (KeyError, TypeError, ValueError):
+            continue  # a malformed entry is skipped, the run's other maps still drawn
     return found
-
-
-def _first(d: dict, keys: tuple[str, ...]) -> Any:
-    return next((d[k] for k in keys if k in d), None)
-
-
-def _tokens(v: Any) -> list[str]:
-    return v.split() if isinstance(v, str) else [str(t) for t in v]
 
 
 # --------------------------------------------------------------------------- 4 cost
