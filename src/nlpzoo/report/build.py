@@ -184,11 +184,10 @@ def _language_models(ctx: _Context, mixtures: dict) -> list[Block]:
         Para(
             "Perplexity = exp(mean negative log-likelihood per token) over every token of the "
             "split, each sentence's `</s>` and `<unk>` included; every run scores the identical "
-            "token stream, so the ratios are fair. Brown is split as in Bengio et al. (2003): "
-            "first 800,000 tokens train, next 200,000 valid, the rest test. Brown is stored in "
-            "genre order, so the test genres differ from most of the training text. The mixture "
-            "interpolates a run with the n-gram, λ chosen on the validation split, as the paper "
-            "does."
+            "token stream, so the ratios are fair. "
+            + _split_note(ctx)
+            + "The mixture interpolates a run with the n-gram, λ chosen on the validation "
+            "split, as the paper does."
         ),
         Table(tables.lm_table(runs, mixtures)),
         Para(
@@ -199,6 +198,17 @@ def _language_models(ctx: _Context, mixtures: dict) -> list[Block]:
         ),
     ]
     return blocks
+
+
+def _split_note(ctx: _Context) -> str:
+    lm = ctx.prov.data.get("lm") or {}
+    if lm.get("source", "brown") != "brown":
+        return ""
+    return (
+        "Brown is split as in Bengio et al. (2003): first 800,000 tokens train, next 200,000 "
+        "valid, the rest test (at sentence boundaries). Brown is stored in genre order, so the "
+        "test genres differ from most of the training text. "
+    )
 
 
 # --------------------------------------------------------------------------- 2 word vectors
@@ -219,8 +229,9 @@ def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
             "(the n-gram has none). Analogy: `questions-words.txt`, 3CosAdd on unit vectors, "
             "answers searched among the 30,000 most frequent words, questions with an unknown "
             "word skipped (coverage = answered / 19,544). Similarity: Spearman ρ between cosine "
-            "and human scores, pairs with an unknown word skipped. Brown has 1.2 M tokens, "
-            "far from the papers' billions, so absolute numbers are low."
+            "and human scores, pairs with an unknown word skipped. The training text has "
+            f"{tables.fmt((ctx.prov.vocab.get('lm') or {}).get('train_tokens'), ',.0f')} "
+            "tokens, far from the papers' billions, so absolute numbers are low."
         ),
         Table(tables.vectors_table(runs)),
     ]
