@@ -24,6 +24,7 @@ CURVE_COLUMNS = {
     "mt": [("val_ppl", "validation perplexity", True), ("val_loss", "validation loss", False)],
     "vectors": [("train_loss", "training loss", False), ("val_loss", "validation loss", False)],
 }
+TASK_NAMES = {"lm": "Language models", "vectors": "Word vectors", "mt": "Translation"}
 DEFAULT_COLUMNS = [("val_loss", "validation loss", False), ("train_loss", "training loss", False)]
 
 
@@ -65,7 +66,7 @@ def learning_curves(task: str, curves: dict[str, pd.DataFrame], out: Path) -> Pa
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.yaxis.set_major_locator(MaxNLocator(nbins=8))
-    ax.set_title(f"{ {'lm': 'Language models', 'mt': 'Translation'}.get(task, task) }: {label}")
+    ax.set_title(f"{TASK_NAMES.get(task, task)}: {label}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
