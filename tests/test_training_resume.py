@@ -145,12 +145,32 @@ def _curve(root: Path, run: str) -> list[tuple]:
     return [tuple(r.split(",")[i] for i in (0, 1, 3, 4)) for r in rows]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """`uninterrupted(run)`: (weights, curve) of the run trained without interruption, once."""
+    done: dict[str, tuple[dict, list]] = {}
+
+    def get(run: str) -> tuple[dict, list]:
+        if run not in done:
+            root = make_project(tmp_path_factory.mktemp(f"uninterrupted-{run}"))
+            starts: list[int] = []
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(Tracker, "start", classmethod(_inactive))
+                _train(m, tiny_params(run), run, root, _FirstStep(starts))
+            assert starts == [0]
+            assert not (root / "checkpoints" / run).exists()  # a finished run leaves no scratch
+            done[run] = (_weights(root, run), _curve(root, run))
+        return done[run]
+
+    return get
+
+
 @pytest.mark.parametrize("run", list(RUNS))
-def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(project, monkeypatch, run):
+def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(
+    project, monkeypatch, uninterrupted, run
+):
     params, starts = tiny_params(run), []
-    _train(monkeypatch, params, run, project, _FirstStep(starts))
-    reference, curve = _weights(project, run), _curve(project, run)
-    assert not (project / "checkpoints" / run).exists()  # a finished run leaves no scratch
+    reference, curve = uninterrupted(run)
 
     kill_at = 47  # mid second epoch (25-35 batches each), 7 steps after the step-40 checkpoint
     with pytest.raises((KeyboardInterrupt, SystemExit)):
@@ -161,7 +181,7 @@ def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(project, monkeypa
     )  # no half-written output
 
     _train(monkeypatch, params, run, project, _FirstStep(starts))
-    assert starts == [0, 0, 40]  # resumed at its last checkpoint, not from step 0
+    assert starts == [0, 40]  # resumed at its last checkpoint, not from step 0
     resumed = _weights(project, run)
     for name, tensor in reference.items():
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
@@ -207,15 +227,12 @@ def test_prepare_resume_needs_a_matching_readable_checkpoint(tmp_path):
     assert sorted(p.name for p in ckpt.iterdir()) == ["fingerprint"]
 
 
-def test_sigkill_then_rerun_resumes_the_stage(tmp_path, monkeypatch):
+def test_sigkill_then_rerun_resumes_the_stage(tmp_path, uninterrupted):
     """`python stages/train.py` killed with SIGKILL after its first checkpoint, then rerun."""
     run = "lstm_lm"
-    params = tiny_params(run, checkpoint_every_steps=5)
     project = make_project(tmp_path)
-    (project / "params.yaml").write_text(yaml.safe_dump(params))
-    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
-    runner.train(params, run, project)  # the uninterrupted reference, in process
-    reference = _weights(project, run)
+    (project / "params.yaml").write_text(yaml.safe_dump(tiny_params(run)))
+    reference, _ = uninterrupted(run)
 
     # an unusable tracking URI: MLflow is skipped after one warning (tests/test_tracking.py)
     env = dict(os.environ, MLFLOW_TRACKING_URI="unsupported-scheme://nowhere")
