@@ -284,6 +284,7 @@ def evaluate_mt(params: dict, spec, cfg, root: Path, batch_size: int = 64) -> di
     tgt_lang = str((params.get("mt") or {}).get("tgt", "en"))
     metrics: dict[str, Any] = {}
     outputs: dict[str, list[str]] = {}
+    beam_ids: list[list[int]] = []  # test, beam: reused for the attention maps
     test = None
     for split_name in ("valid", "test"):
         split = load_split(data_dir, split_name, codec)
@@ -299,6 +300,8 @@ def evaluate_mt(params: dict, spec, cfg, root: Path, batch_size: int = 64) -> di
             if split_name == "test":
                 metrics[f"decode_sents_per_s_{search}"] = round(speed, 2)
                 outputs[search] = hyps
+                if search == "beam":
+                    beam_ids = ids
                 metrics["bleu_signature"] = scores["bleu_signature"]
                 metrics["chrf_signature"] = scores["chrf_signature"]
         if split_name == "test":
@@ -316,7 +319,7 @@ def evaluate_mt(params: dict, spec, cfg, root: Path, batch_size: int = 64) -> di
         }
         for i in range(min(SAMPLES, len(test)))
     ]
-    attention = _attention_maps(model, codec, test, cfg)
+    attention = _attention_maps(model, codec, test, beam_ids)
     eval_dir = root / "eval" / name
     with atomic_dir(eval_dir) as tmp:
         tracker.save(tmp)
@@ -341,13 +344,13 @@ def evaluate_mt(params: dict, spec, cfg, root: Path, batch_size: int = 64) -> di
 
 
 @torch.no_grad()
-def _attention_maps(model, codec, split, cfg) -> list[dict]:
+def _attention_maps(model, codec, split, beam_ids: list[list[int]]) -> list[dict]:
     """Cross-attention over the source for a few fixed test sentences, teacher-forcing the
-    model's own beam translation: Bahdanau's α, or the Transformer's last decoder layer averaged
-    over heads. Rows: target pieces (each row is the step that emits it); columns: source pieces."""
+    model's own beam translation (`beam_ids`, the one in hypotheses.txt, not decoded again):
+    Bahdanau's α, or the Transformer's last decoder layer averaged over heads. Rows: target
+    pieces (each row is the step that emits it); columns: source pieces."""
     from nlpzoo.data.mt import collate
     from nlpzoo.data.vocab import EOS
-    from nlpzoo.evaluation.decoding import beam_search
 
     if not hasattr(model, "cross_attention"):
         return []
@@ -355,10 +358,8 @@ def _attention_maps(model, codec, split, cfg) -> list[dict]:
     for i in ATTENTION_SENTENCES:
         if i >= len(split):
             break
-        src = collate([(split.src[i], split.tgt[i])])[0]  # (1, S)
-        hyp = beam_search(model, src, cfg.beam_size, cfg.length_penalty, cfg.max_len_ratio)
-        ids = hyp.best()[0]
-        _, tgt_in, _ = collate([(split.src[i], np.asarray(ids, dtype=np.int64))])
+        ids = list(beam_ids[i])
+        src, tgt_in, _ = collate([(split.src[i], np.asarray(ids, dtype=np.int64))])  # (1, S)
         weights = model.cross_attention(src, tgt_in)[0]  # (T, S)
         out.append(
             {

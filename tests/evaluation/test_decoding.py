@@ -110,3 +110,72 @@ def test_beam_hypotheses_sorted_by_length_normalised_score(tiny_transformer):
             assert hyps.log_probs[i, k].item() == pytest.approx(logp, abs=1e-3)
             expected = logp / length_penalty(len(ids) + 1, alpha)
             assert hyps.scores[i, k].item() == pytest.approx(expected, abs=1e-3)
+
+
+class Countdown(ToyMarkov):
+    """Row i wants </s> once it has emitted |source_i| pieces (a 0.6, b 0.3, </s> 0.1 before
+    then; </s> 0.9 after): the sentences of a batch finish at different steps. Records the rows
+    of every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[int] = []
+        self.go_on = torch.full((self.V,), 1e-12).index_put_(
+            (torch.tensor([A, B_, EOS]),), torch.tensor([0.6, 0.3, 0.1])
+        )
+        self.go_on = (self.go_on / self.go_on.sum()).log()
+
+    def start(self, src):
+        return {"left": (src != PAD).sum(1), "pad": [torch.zeros(src.shape[0], 2, 3)]}
+
+    def step(self, state, tokens):
+        self.rows.append(tokens.shape[0])
+        more = (state["left"] > 0)[:, None]
+        log_p = torch.where(more, self.go_on, self.log_table[B_])  # (N, V)
+        return log_p, dict(state, left=state["left"] - 1)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_dropping_finished_sentences_changes_nothing_but_the_rows_computed(search):
+    src = torch.tensor([[9, 9, 9, 9], [9, PAD, PAD, PAD], [9, 9, 9, PAD], [9, 9, PAD, PAD]])
+    runs = {}
+    for drop in (True, False):
+        model = Countdown()
+        if search == "greedy":
+            hyps = greedy(model, src, drop_finished=drop)
+        else:
+            hyps = beam_search(model, src, beam_size=2, alpha=0.6, drop_finished=drop)
+        runs[drop] = hyps, model.rows
+    (kept, rows_kept), (full, rows_full) = runs[True], runs[False]
+    assert kept.tokens == full.tokens
+    assert torch.equal(kept.scores, full.scores) and torch.equal(kept.log_probs, full.log_probs)
+    if search == "greedy":  # a a a a </s>, a </s>, a a a </s>, a a </s>
+        assert [h[0] for h in kept.tokens] == [[A] * 4, [A], [A] * 3, [A] * 2]
+        assert rows_kept == [4, 4, 3, 2, 1] and rows_full == [4] * 5
+    else:  # a sentence leaves with its K rows once done (K finished, none live can beat them)
+        assert [h[0] for h in kept.tokens] == [[A] * 4, [A], [A] * 3, [A] * 2]
+        assert rows_kept == [8, 8, 6, 4, 2] and rows_full == [8] * 5
+
+
+class Tie(Countdown):
+    """Countdown with a and b equally likely: hypotheses of exactly equal scores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        go_on = torch.full((self.V,), 1e-12).index_put_(
+            (torch.tensor([A, B_, EOS]),), torch.tensor([0.45, 0.45, 0.1])
+        )
+        self.go_on = (go_on / go_on.sum()).log()
+
+
+@pytest.mark.parametrize("beam_size", [2, 4])
+def test_equal_scores_keep_their_order_whatever_else_is_in_the_batch(beam_size):
+    """A sentence's finished list is fixed once it is done: decoded alone, or in a batch whose
+    other sentences run on (with or without its rows), ties come out in the same order."""
+    src = torch.tensor([[9] * 6, [9, PAD, PAD, PAD, PAD, PAD], [9, 9, 9, PAD, PAD, PAD]])
+    alone = beam_search(Tie(), src[1:2, :1], beam_size, alpha=0.6)
+    for drop in (True, False):
+        hyps = beam_search(Tie(), src, beam_size, alpha=0.6, drop_finished=drop)
+        assert hyps.tokens[1] == alone.tokens[0]
+        assert torch.equal(hyps.scores[1], alone.scores[0])
+    assert alone.scores[0, 0] == alone.scores[0, 1]  # a tie indeed

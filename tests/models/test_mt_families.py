@@ -109,3 +109,35 @@ def test_impossible_configs_are_refused_with_the_key(family, bad):
     cfg_cls, _ = FAMILIES[family]
     with pytest.raises(ConfigError, match=f"'{next(iter(bad))}'|'heads'"):
         cfg_cls(**{**TINY[family], **bad})
+
+
+@pytest.mark.parametrize("family", MT_FAMILIES)
+def test_dropping_finished_sentences_keeps_every_hypothesis_and_score(family):
+    """Decoding steps only the sentences not yet done (the state's rows are selected): the same
+    hypotheses and scores as stepping every row to the end. A few training steps on a
+    copy-and-shift task make the sentences end at different steps."""
+    from nlpzoo.evaluation.decoding import beam_search, greedy
+
+    model = _model(family).train()
+    rng = np.random.default_rng(0)
+    pairs = [
+        (s, (s + 1) % 15 + 5) for s in (rng.integers(5, 20, rng.integers(1, 9)) for _ in range(32))
+    ]
+    opt = torch.optim.Adam(model.parameters(), 1e-2)
+    for _ in range(30):
+        _, loss = model(*collate(pairs))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    src = collate(pairs[:8])[0]
+    for decode in (
+        lambda **kw: greedy(model, src, **kw),
+        lambda **kw: beam_search(model, src, 3, **kw),
+    ):
+        kept, full = decode(drop_finished=True), decode(drop_finished=False)
+        assert kept.tokens == full.tokens
+        assert len({len(h[0]) for h in kept.tokens}) > 2  # sentences end at different steps
+        # equal up to float rounding: a matrix product's rows may round differently by batch size
+        torch.testing.assert_close(kept.scores, full.scores, rtol=1e-6, atol=1e-5)
+        torch.testing.assert_close(kept.log_probs, full.log_probs, rtol=1e-6, atol=1e-5)

@@ -6,8 +6,13 @@ A family exposes (besides `forward`):
     start(src (B, S)) -> state            runs the encoder (or the prompt) once
     step(state, tokens (N,)) -> (log p (N, V), state)
 
-`state` is any nest of dicts, lists and tuples of tensors whose first dimension is the row; beam
-search reorders rows with `index_select`, never looking inside.
+`state` is any nest of dicts, lists and tuples of tensors whose first dimension is the row (other
+leaves are shared by every row); rows are selected with `index_select` (`reorder`), never looking
+inside: beam search reorders them after each step, and a sentence that is done leaves the batch,
+so each step computes only the sentences still being decoded (`drop_finished`). A row's result
+does not depend on the other rows, so this changes nothing but rounding: a matrix product may
+round a row's last bits differently for another number of rows (a score moves by ~1e-7 relative;
+only a tie that close between two hypotheses could go the other way).
 
 Each sentence may produce at most `ratio · |source| + extra` pieces (the `</s>` included); at
 that length `</s>` is forced, so every hypothesis ends with `</s>`, and `</s>` ends it.
@@ -72,6 +77,8 @@ def reorder(state, index: torch.Tensor):
 
 def _force_eos(log_p: torch.Tensor, force: torch.Tensor) -> torch.Tensor:
     """Rows where `force` (broadcastable to log_p[..., 0]) may only emit `</s>` now."""
+    if not bool(force.any()):  # most steps: no row is at its limit
+        return log_p
     only_eos = torch.full_like(log_p, NEG_INF)
     only_eos[..., EOS] = 0.0
     return torch.where(force[..., None], only_eos, log_p)
@@ -82,28 +89,43 @@ def _strip(ids: list[int]) -> list[int]:
 
 
 @torch.no_grad()
-def greedy(model, src: torch.Tensor, max_len_ratio: float = 1.5, extra: int = 10) -> Hypotheses:
-    """The most likely next piece at every step, for a batch of sources (B, S)."""
-    B = src.shape[0]
-    limit = max_lengths(src, max_len_ratio, extra).to(src.device)  # (B,)
+def greedy(
+    model,
+    src: torch.Tensor,
+    max_len_ratio: float = 1.5,
+    extra: int = 10,
+    drop_finished: bool = True,
+) -> Hypotheses:
+    """The most likely next piece at every step, for a batch of sources (B, S).
+
+    With `drop_finished` a sentence leaves the decoder's batch once it has emitted `</s>`
+    (module doc); without, every row is stepped until all are done (same results, slower)."""
+    B, device = src.shape[0], src.device
+    limit = max_lengths(src, max_len_ratio, extra).to(device)  # (B,), then per active row
+    T_max = int(limit.max())
     state = model.start(src)
-    tokens = torch.full((B,), model.START, dtype=torch.long, device=src.device)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    total = torch.zeros(B, dtype=torch.float64, device=src.device)
-    out = []
-    for t in range(int(limit.max())):
-        log_p, state = model.step(state, tokens)  # (B, V)
+    tokens = torch.full((B,), model.START, dtype=torch.long, device=device)
+    active = torch.arange(B, device=device)  # the sentence of each decoder row
+    done = torch.zeros(B, dtype=torch.bool, device=device)  # per active row
+    seqs = torch.full((B, T_max), EOS, dtype=torch.long, device=device)
+    total = torch.zeros(B, dtype=torch.float64, device=device)
+    for t in range(T_max):
+        log_p, state = model.step(state, tokens)  # (N, V)
         log_p = _force_eos(log_p, t + 1 >= limit)
-        tokens = log_p.argmax(-1)  # (B,)
+        tokens = log_p.argmax(-1)  # (N,)
         tokens = torch.where(done, torch.full_like(tokens, EOS), tokens)
-        total += torch.where(done, 0.0, log_p.gather(1, tokens[:, None])[:, 0].double())
-        out.append(tokens)
+        gain = torch.where(done, 0.0, log_p.gather(1, tokens[:, None])[:, 0].double())
+        seqs[active, t] = tokens
+        total[active] += gain
         done |= tokens == EOS
         if bool(done.all()):
             break
-    seqs = torch.stack(out, 1).tolist()  # (B, t)
+        if drop_finished and bool(done.any()):
+            stay = (~done).nonzero()[:, 0]
+            active, tokens, limit, done = active[stay], tokens[stay], limit[stay], done[stay]
+            state = reorder(state, stay)
     return Hypotheses(
-        tokens=[[_strip(s)] for s in seqs],
+        tokens=[[_strip(s)] for s in seqs.tolist()],
         scores=total[:, None].float(),  # one hypothesis: nothing to normalise against
         log_probs=total[:, None].float(),
     )
@@ -117,14 +139,17 @@ def beam_search(
     alpha: float = 0.6,
     max_len_ratio: float = 1.5,
     extra: int = 10,
+    drop_finished: bool = True,
 ) -> Hypotheses:
-    """K best translations per source (B, S), sorted by length-normalised score (module doc)."""
+    """K best translations per source (B, S), sorted by length-normalised score (module doc).
+
+    With `drop_finished` a done sentence's K rows leave the decoder's batch (module doc)."""
     B, K, device = src.shape[0], beam_size, src.device
-    limit = max_lengths(src, max_len_ratio, extra).to(device)  # (B,)
+    limit = max_lengths(src, max_len_ratio, extra).to(device)  # (B,), then per active sentence
     T_max = int(limit.max())
     state = reorder(model.start(src), torch.arange(B, device=device).repeat_interleave(K))
     tokens = torch.full((B * K,), model.START, dtype=torch.long, device=device)
-    # live hypotheses: Σ log p (B, K); only beam 0 is live at first, so step 1 is not K copies
+    # live hypotheses: Σ log p (n, K); only beam 0 is live at first, so step 1 is not K copies
     alive = torch.full((B, K), NEG_INF, device=device)
     alive[:, 0] = 0.0
     alive_seq = torch.full((B, K, T_max), EOS, dtype=torch.long, device=device)
@@ -132,42 +157,60 @@ def beam_search(
     fin_logp = torch.full((B, K), NEG_INF, device=device)
     fin_seq = torch.full((B, K, T_max), EOS, dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    rows = torch.arange(B, device=device)[:, None]  # (B, 1)
+    active = torch.arange(B, device=device)  # the sentence of each active row block
+    out_score, out_logp, out_seq = fin_score.clone(), fin_logp.clone(), fin_seq.clone()
     for t in range(T_max):
-        log_p, state = model.step(state, tokens)  # (B·K, V)
+        n = active.shape[0]  # sentences still in the batch; the decoder has n·K rows
+        rows = torch.arange(n, device=device)[:, None]  # (n, 1)
+        log_p, state = model.step(state, tokens)  # (n·K, V)
         V = log_p.shape[-1]
-        log_p = _force_eos(log_p.view(B, K, V).float(), (t + 1 >= limit)[:, None].expand(B, K))
-        cand = (alive[:, :, None] + log_p).view(B, K * V)  # Σ log p of every extension
-        top, idx = cand.topk(2 * K, dim=1)  # (B, 2K), best first
+        log_p = _force_eos(log_p.view(n, K, V).float(), (t + 1 >= limit)[:, None].expand(n, K))
+        cand = (alive[:, :, None] + log_p).view(n, K * V)  # Σ log p of every extension
+        top, idx = cand.topk(2 * K, dim=1)  # (n, 2K), best first
         beam, token = idx // V, idx % V  # which live hypothesis, which piece
-        seq = alive_seq[rows, beam]  # (B, 2K, T_max)
+        seq = alive_seq[rows, beam]  # (n, 2K, T_max)
         seq[:, :, t] = token
         ends = token == EOS
         # finished: `</s>` among the top K extensions, sentence not done yet
         can_finish = ends & (torch.arange(2 * K, device=device) < K)[None] & ~done[:, None]
         norm = top / length_penalty(t + 1, alpha)
         new_fin = torch.where(can_finish, norm, torch.full_like(norm, NEG_INF))
-        pool_score = torch.cat([fin_score, new_fin], 1)  # (B, 3K)
+        pool_score = torch.cat([fin_score, new_fin], 1)  # (n, 3K)
         pool_logp = torch.cat([fin_logp, top], 1)
-        pool_seq = torch.cat([fin_seq, seq], 1)  # (B, 3K, T_max)
-        fin_score, keep = pool_score.topk(K, dim=1)  # (B, K), sorted
+        pool_seq = torch.cat([fin_seq, seq], 1)  # (n, 3K, T_max)
+        # best K, sorted; stable, so equal scores keep their order (the earlier finished first)
+        # and a done sentence's list no longer changes, whether or not its rows are still stepped
+        fin_score, keep = pool_score.sort(dim=1, descending=True, stable=True)
+        fin_score, keep = fin_score[:, :K], keep[:, :K]  # (n, K)
         fin_logp = pool_logp.gather(1, keep)
         fin_seq = pool_seq[rows, keep]
         # live: the K best extensions that do not end
         live = torch.where(ends, torch.full_like(top, NEG_INF), top)
-        alive, pick = live.topk(K, dim=1)  # (B, K)
+        alive, pick = live.topk(K, dim=1)  # (n, K)
         alive_seq = seq[rows, pick]
-        tokens = token.gather(1, pick).view(-1)  # (B·K,)
-        state = reorder(state, (rows * K + beam.gather(1, pick)).view(-1))
+        tokens = token.gather(1, pick)  # (n, K)
+        parent = rows * K + beam.gather(1, pick)  # (n, K): the row each new hypothesis extends
         # done: K finished, and no live hypothesis can beat the worst of them (at this length)
         best_live = alive[:, 0] / length_penalty(t + 1, alpha)
         done |= (fin_score[:, -1] > NEG_INF) & (best_live <= fin_score[:, -1])
         done |= t + 1 >= limit
         if bool(done.all()):
             break
-    seqs = fin_seq.tolist()
+        if drop_finished and bool(done.any()):  # store the done sentences, step only the rest
+            gone, stay = done.nonzero()[:, 0], (~done).nonzero()[:, 0]
+            out_score[active[gone]] = fin_score[gone]
+            out_logp[active[gone]] = fin_logp[gone]
+            out_seq[active[gone]] = fin_seq[gone]
+            active, limit, done, tokens = active[stay], limit[stay], done[stay], tokens[stay]
+            alive, alive_seq, parent = alive[stay], alive_seq[stay], parent[stay]
+            fin_score, fin_logp, fin_seq = fin_score[stay], fin_logp[stay], fin_seq[stay]
+        tokens = tokens.reshape(-1)  # (n·K,)
+        state = reorder(state, parent.reshape(-1))
+    out_score[active], out_logp[active], out_seq[active] = fin_score, fin_logp, fin_seq
     return Hypotheses(
-        tokens=[[_strip(h) for h in hyps] for hyps in seqs], scores=fin_score, log_probs=fin_logp
+        tokens=[[_strip(h) for h in hyps] for hyps in out_seq.tolist()],
+        scores=out_score,
+        log_probs=out_logp,
     )
 
 
@@ -179,6 +222,7 @@ def translate_batches(
     alpha: float,
     max_len_ratio: float,
     device: torch.device | str = "cpu",
+    drop_finished: bool = True,
 ) -> list[list[int]]:
     """Best translation (ids) of every source (list of id arrays), in input order. Sentences are
     decoded in batches of similar length; beam_size 1 uses greedy search."""
@@ -190,9 +234,11 @@ def translate_batches(
         chunk = order[start : start + batch_size]
         src = pad([sources[i] for i in chunk], PAD).to(device)
         if beam_size == 1:
-            hyps = greedy(model, src, max_len_ratio)
+            hyps = greedy(model, src, max_len_ratio, drop_finished=drop_finished)
         else:
-            hyps = beam_search(model, src, beam_size, alpha, max_len_ratio)
+            hyps = beam_search(
+                model, src, beam_size, alpha, max_len_ratio, drop_finished=drop_finished
+            )
         for i, ids in zip(chunk, hyps.best(), strict=True):
             out[i] = ids
     return out

@@ -19,7 +19,10 @@ output layer, and is what perplexity is computed from.
 
 Translation families (task "mt") take padded id batches (`nlpzoo.data.mt`): `forward(src, tgt_in,
 labels=None) -> (logits (B, T, V), loss)`, and for decoding (`nlpzoo.evaluation.decoding`) `START`,
-`start(src) -> state` and `step(state, tokens) -> (log_probs, state)`; the attention families add
+`start(src) -> state` and `step(state, tokens) -> (log_probs, state)`, where `state` is a nest of
+dicts, lists and tuples of tensors whose first dimension is the row (one row per hypothesis), so
+decoding can reorder the rows (beam search) and drop those of finished sentences by selecting rows
+of every tensor, without a method per family; the attention families add
 `cross_attention(src, tgt_in) -> (B, T, S)`. Training and evaluation: `nlpzoo.mt_runner`.
 
 Word-vector families (task "vectors") have `embeddings()` and no held-out objective: word2vec
