@@ -254,3 +254,20 @@ def test_sigkill_then_rerun_resumes_the_stage(tmp_path, uninterrupted):
     for name, tensor in reference.items():
         torch.testing.assert_close(resumed[name], tensor, msg=name)
     assert not (project / "checkpoints" / run).exists()
+
+
+def test_sigterm_makes_the_stage_fail_with_a_hint(monkeypatch, capsys):
+    """Lightning turns SIGTERM into SIGTERMException, a SystemExit with status 0; the stage
+    must still fail, or DVC would take a half-trained run for a finished one."""
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+    from nlpzoo.cli import run_stage
+
+    def main(argv):
+        raise SIGTERMException
+
+    monkeypatch.setattr(sys, "argv", ["train.py", "lstm_lm"])
+    with pytest.raises(SystemExit) as code:
+        run_stage(main)
+    assert code.value.code == 143
+    assert "rerun the stage to resume" in capsys.readouterr().err

@@ -54,6 +54,13 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except SystemExit as e:
+        # Lightning stops training on SIGTERM by raising SIGTERMException, a SystemExit with
+        # status 0: a stage cut short must fail (and its checkpoint lets a rerun resume)
+        if type(e).__name__ != "SIGTERMException":
+            raise
+        print("terminated; rerun the stage to resume from its checkpoint", file=sys.stderr)
+        sys.exit(128 + 15)
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
