@@ -271,3 +271,31 @@ def test_sigterm_makes_the_stage_fail_with_a_hint(monkeypatch, capsys):
         run_stage(main)
     assert code.value.code == 143
     assert "rerun the stage to resume" in capsys.readouterr().err
+
+
+def test_checkpoint_every_minutes_and_steps_after_optimizer_steps(monkeypatch, tmp_path):
+    clock = {"now": 0.0}
+    monkeypatch.setattr(training.time, "monotonic", lambda: clock["now"])
+    saved: list[int] = []
+
+    class Trainer:  # what ResumeCheckpoint reads
+        global_step = 0
+        strategy = type("S", (), {"broadcast": staticmethod(lambda obj: obj)})
+
+    for every_steps, every_minutes, expected in ((0, 1.0, [60, 120, 180]), (50, 0, [50, 100, 150])):
+        saved.clear()
+        cb = training.ResumeCheckpoint(tmp_path, every_steps, every_minutes)
+
+        def save(trainer, cb=cb):
+            saved.append(trainer.global_step)
+            cb._last_time = clock["now"]
+
+        monkeypatch.setattr(cb, "save", save)
+        Trainer.global_step = 0
+        cb.on_train_start(Trainer, None)
+        for step in range(1, 200):
+            Trainer.global_step = step
+            clock["now"] += 1.0  # one second per step
+            cb.on_train_batch_end(Trainer, None, None, None, step)
+            cb.on_train_batch_end(Trainer, None, None, None, step)  # no new optimizer step
+        assert saved == expected
