@@ -89,6 +89,22 @@ class MTModule(pl.LightningModule):
         self.log("val/loss", nll, sync_dist=False, rank_zero_only=False)
         self.log("val/ppl", torch.exp(nll), sync_dist=False, prog_bar=True)
 
+    # resume (DESIGN §7): the RNG states travel in the checkpoint, as in training.FamilyModule
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        from nlpzoo.training import rng_state
+
+        checkpoint["nlpzoo"] = {"rng": rng_state()}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._rng_to_restore = checkpoint.get("nlpzoo", {}).get("rng")
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        if getattr(self, "_rng_to_restore", None) is not None:  # first step after a resume
+            from nlpzoo.training import set_rng_state
+
+            set_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
+
     def configure_optimizers(self):
         from nlpzoo.training import make_optimizer
 
@@ -177,8 +193,9 @@ def _fit(
     seed,
 ) -> dict:
     from nlpzoo.data.mt import MTDataModule
-    from nlpzoo.training import make_trainer
+    from nlpzoo.training import fingerprint, make_trainer, prepare_resume
 
+    torch.manual_seed(seed)  # the initial weights follow the params' seed
     module = MTModule(spec.family, asdict(cfg), len(codec), run=spec.name)
     data = MTDataModule(
         train_split,
@@ -189,10 +206,22 @@ def _fit(
         seed=seed,
     )
     ckpt_dir = root / "checkpoints" / spec.name
-    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    # resume an interrupted run of the same params and data (DESIGN §7), else start fresh
+    settings = {
+        "run": spec.name,
+        "family": spec.family,
+        "config": asdict(cfg),
+        "trainer": trainer_cfg.result_settings(),
+        "seed": seed,
+        "vocab_size": len(codec),
+    }
+    sides = [side for split in (train_split, valid_split) for side in (split.src, split.tgt)]
+    arrays = [np.array([len(s) for s in side]) for side in sides]  # sentence lengths ...
+    arrays += [np.concatenate(side) for side in sides]  # ... and their ids
+    resume = prepare_resume(ckpt_dir, fingerprint(settings, arrays))
     trainer = make_trainer(trainer_cfg, spec.name, plots_path, ckpt_dir, tracker, seed)
     t0 = time.time()
-    trainer.fit(module, datamodule=data)
+    trainer.fit(module, ckpt_path=resume, weights_only=True, datamodule=data)
     fit_seconds = time.time() - t0
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best and Path(best).is_file():

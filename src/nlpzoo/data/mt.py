@@ -189,10 +189,21 @@ class LengthBatches(Sampler):
             ]
         return [batches[i] for i in rng.permutation(len(batches))]
 
+    @property
+    def sampler(self) -> LengthBatches:
+        # Lightning calls `set_epoch` on `batch_sampler.sampler` (not on the batch sampler)
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Lightning calls this before every epoch, so a resumed run draws the same order."""
+        self.epoch = epoch
+
     def __iter__(self):
+        # a generator: the order is drawn at the first batch, after Lightning's set_epoch (on a
+        # resume Lightning creates the iterator before it sets the epoch)
         batches = self._batches()[self.rank :: self.world]
         self.epoch += 1
-        return iter([b.tolist() for b in batches])
+        yield from (b.tolist() for b in batches)
 
     def __len__(self) -> int:
         return len(self._batches()[self.rank :: self.world])

@@ -1,0 +1,34 @@
+"""A translation run killed at an epoch end resumes there and ends as an uninterrupted run does
+(the MT loaders resume at epoch boundaries; see README "Interrupted training resumes")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nlpzoo.tracking import Tracker
+from test_mt_runner import _tiny_params
+from test_mt_runner import project as project
+from test_training_resume import _FirstStep, _inactive, _Kill, _train
+
+RUN = "transformer"
+
+
+@pytest.fixture(autouse=True)
+def _no_tracking(monkeypatch):
+    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+
+
+def test_killed_translation_run_resumes_from_its_last_epoch(project, monkeypatch):
+    params = _tiny_params(RUN)
+    params[RUN]["trainer"].update(max_epochs=3, checkpoint_every_minutes=0)
+    starts: list[int] = []
+    _train(monkeypatch, params, RUN, project, _FirstStep(starts))
+    reference = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        _train(monkeypatch, params, RUN, project, _Kill(7), _FirstStep(starts))
+    _train(monkeypatch, params, RUN, project, _FirstStep(starts))
+    assert starts == [0, 0, 5]  # 5 batches per epoch: resumed from the end of epoch 1
+    resumed = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
+    for name, tensor in reference.items():
+        torch.testing.assert_close(resumed[name], tensor, msg=name)
