@@ -293,9 +293,7 @@ def _train_closed_form(spec: RunSpec, cfg, vocab: Vocab, data: dict, out_dir, pl
     }
 
 
-def _check_context(
-    stream: np.ndarray, context: int, split: str, run: str, rows: int = 1
-) -> None:
+def _check_context(stream: np.ndarray, context: int, split: str, run: str, rows: int = 1) -> None:
     """A split must hold one example: `context` + 1 tokens, in each of the `rows` parallel rows
     a recurrent model cuts the stream into (its batch_size)."""
     if stream.size < rows * (context + 1):
