@@ -2,9 +2,10 @@
 
 Usage: python benchmarks/lstm_vs_plain_loop.py [--steps 300] [--threads 2] [--rounds 2]
 The plain loop is the pytorch/examples word-language-model recipe (embedding → LSTM → linear,
-`repackage_hidden`, clip, step) with the same sizes, batch and BPTT as params.yaml's `lstm_lm`,
-on the same Brown training stream (data/vocab/lm, so run `dvc repro vocab@lm` first). Both train
-for the same number of steps; tokens/s and their ratio are printed.
+`repackage_hidden`, clip, step) with the same sizes, batch and BPTT as params.yaml's `lstm_lm`
+and the recipe's tied full softmax on both sides, on the same Brown training stream
+(data/vocab/lm, so run `dvc repro vocab@lm` first). Both train for the same number of steps;
+tokens/s and their ratio are printed.
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     section = {k: v for k, v in params["lstm_lm"].items() if k not in ("trainer", "family")}
+    # the recipe's model: a tied full softmax (the run's own output layer may differ: the
+    # comparison is of the training loop, on the same network)
+    section.update(output="softmax", tie_weights=True)
     cfg = build(Config, section, "lstm_lm")
     clip = params["lstm_lm"].get("trainer", {}).get("gradient_clip_val") or 0.5
     data = ROOT / "data" / "vocab" / "lm"
