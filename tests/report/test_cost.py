@@ -31,7 +31,7 @@ def _model(family: str, section: dict):
         ("nnlm", {"output": "hierarchical"}),
         ("nnlm", {"direct": True}),
         ("rnn_lm", {}),
-        ("lstm_lm", {}),
+        ("lstm_lm", {"output": "softmax", "tie_weights": True}),  # the default is adaptive
         ("lstm_lm", {"output": "softmax", "tie_weights": False, "emb_dim": 100}),
         ("transformer_lm", {}),
     ],
