@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.config import require
 from nlpzoo.data.mt import IGNORE, SEP, check_mt_config
 from nlpzoo.data.vocab import BOS, PAD
+from nlpzoo.models.transformer import MultiHeadAttention, check_sizes, sinusoidal_positions
 
 
 @dataclass
@@ -56,59 +56,21 @@ class Config:
 
     def __post_init__(self) -> None:
         check_mt_config(self)
-        for key in ("d_model", "heads", "num_layers", "d_ff", "max_positions"):
-            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
-        require(
-            self.d_model % self.heads == 0,
-            "heads",
-            f"must divide d_model ({self.d_model}), got {self.heads}",
-        )
-        require(self.d_model % 2 == 0, "d_model", "must be even (sin/cos position pairs)")
-        require(self.norm in ("post", "pre"), "norm", f"must be post or pre, got {self.norm!r}")
-        require(0.0 < self.adam_beta2 < 1.0, "adam_beta2", "must be in (0, 1)")
+        check_sizes(self)
 
 
-def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q Kᵀ / √d_k) V; mask True where a query may look. (The twin of transformer.py's.)"""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k), 1/√d_k §3.2.1
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights  # (..., T_q, d_k), (..., T_q, T_k)
-
-
-def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^{2i/C}), PE(pos, 2i+1) = cos(...) (Vaswani et al. §3.5)."""
-    pos = torch.arange(length, dtype=torch.float64)[:, None]
-    angle = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    pe = torch.zeros(length, d_model, dtype=torch.float64)
-    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-    return pe.float()  # (length, C)
-
-
-class CachedSelfAttention(nn.Module):
-    """Multi-head causal self-attention that can extend a key/value cache."""
-
-    def __init__(self, d_model: int, heads: int) -> None:
-        super().__init__()
-        self.heads, self.d_k = heads, d_model // heads
-        self.W_q, self.W_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        self.W_v, self.W_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+class CachedSelfAttention(MultiHeadAttention):
+    """Multi-head causal self-attention (transformer.py's, written out) that can extend a
+    key/value cache."""
 
     def forward(self, x, mask, cache=None):
         """x (B, T, C); mask broadcastable to (B, h, T, t + T) over the cached and new keys;
         cache: K, V (B, h, t, d_k) or None. Returns (B, T, C) and the extended cache."""
-        B, T, C = x.shape
-        q, k, v = (
-            W(x).view(B, T, self.heads, self.d_k).transpose(1, 2)
-            for W in (self.W_q, self.W_k, self.W_v)
-        )  # (B, h, T, d_k) each
+        k, v = self.keys_values(x)  # (B, h, T, d_k) each
         if cache is not None:
             k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)  # (B, h, t+T, d_k)
-        out, _ = attention(q, k, v, mask)  # (B, h, T, d_k)
-        return self.W_o(out.transpose(1, 2).reshape(B, T, C)), (k, v)
+        out, _ = self.attend(x, k, v, mask)  # (B, T, C)
+        return out, (k, v)
 
 
 class Block(nn.Module):

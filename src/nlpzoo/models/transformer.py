@@ -63,16 +63,17 @@ class Config:
 
     def __post_init__(self) -> None:
         check_mt_config(self)
-        for key in ("d_model", "heads", "num_layers", "d_ff", "max_positions"):
-            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
-        require(
-            self.d_model % self.heads == 0,
-            "heads",
-            f"must divide d_model ({self.d_model}), got {self.heads}",
-        )
-        require(self.d_model % 2 == 0, "d_model", "must be even (sin/cos position pairs)")
-        require(self.norm in ("post", "pre"), "norm", f"must be post or pre, got {self.norm!r}")
-        require(0.0 < self.adam_beta2 < 1.0, "adam_beta2", "must be in (0, 1)")
+        check_sizes(self)
+
+
+def check_sizes(c) -> None:
+    """The size checks shared by the Transformer configs (encoder-decoder and decoder-only)."""
+    for key in ("d_model", "heads", "num_layers", "d_ff", "max_positions"):
+        require(getattr(c, key) >= 1, key, f"must be >= 1, got {getattr(c, key)}")
+    require(c.d_model % c.heads == 0, "heads", f"must divide d_model ({c.d_model}), got {c.heads}")
+    require(c.d_model % 2 == 0, "d_model", "must be even (sin/cos position pairs)")
+    require(c.norm in ("post", "pre"), "norm", f"must be post or pre, got {c.norm!r}")
+    require(0.0 < c.adam_beta2 < 1.0, "adam_beta2", "must be in (0, 1)")
 
 
 def attention(
