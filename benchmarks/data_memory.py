@@ -4,7 +4,7 @@ Usage: python benchmarks/data_memory.py [--scale 10] [--workdir DIR] [--keep]
 Runs the real stage scripts `corpus lm`, `prepare lm`, `vocab lm` and `cooccur` (default params)
 in two scratch projects, each stage under `/usr/bin/time -v` (or, where that is missing,
 `resource.getrusage(RUSAGE_CHILDREN)`), and prints each stage's peak RSS on Brown, on the
-synthetic corpus, and their ratio (DESIGN §9: streaming stages stay within 1.5x).
+synthetic corpus, and their ratio (docs/design.md §9: streaming stages stay within 1.5x).
 
 The synthetic corpus is Brown's prepared text repeated `--scale` times as a `text` source
 (`lm.files: {all: ...}`) with `split_tokens` scaled alike, so every split and every stage sees

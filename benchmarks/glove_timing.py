@@ -25,11 +25,12 @@ import torch
 import yaml
 
 from nlpzoo.config import build
-from nlpzoo.data.cooccur import CooccurConfig, count_cooccurrences
+from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.glove import cooccur_dataloader
 from nlpzoo.data.vocab import Vocab, read_lines
 from nlpzoo.models.glove import Config
-from nlpzoo.training import FamilyModule, TrainerConfig, make_trainer
+from nlpzoo.params import CooccurConfig, TrainerConfig
+from nlpzoo.training import FamilyModule, make_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_COOCCUR_S = 1.6

@@ -30,7 +30,8 @@ from nlpzoo.data.lm import lm_dataloaders
 from nlpzoo.data.vocab import Vocab, load_stream
 from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
 from nlpzoo.models import FAMILIES
-from nlpzoo.training import FamilyModule, TrainerConfig, make_trainer
+from nlpzoo.params import TrainerConfig
+from nlpzoo.training import FamilyModule, make_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,8 @@ from nlpzoo.config import build
 from nlpzoo.data.lm import BPTTBlocks
 from nlpzoo.data.vocab import Vocab, load_stream
 from nlpzoo.models.rnn_lm import Config
-from nlpzoo.training import FamilyModule, TrainerConfig, make_trainer
+from nlpzoo.params import TrainerConfig
+from nlpzoo.training import FamilyModule, make_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

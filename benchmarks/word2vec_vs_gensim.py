@@ -182,7 +182,8 @@ def train_lightning(
     import tempfile
 
     from nlpzoo.data.word2vec import word2vec_dataloader
-    from nlpzoo.training import FamilyModule, TrainerConfig, make_trainer
+    from nlpzoo.params import TrainerConfig
+    from nlpzoo.training import FamilyModule, make_trainer
 
     torch.manual_seed(args.seed)
     module = FamilyModule("word2vec", dataclasses.asdict(cfg), len(vocab), "bench", vocab.counts)

@@ -9,9 +9,10 @@ import shutil
 
 from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
-from nlpzoo.data.cooccur import CooccurConfig, count_cooccurrences
+from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import Vocab, read_lines
 from nlpzoo.io import atomic_dir, atomic_write_json
+from nlpzoo.params import CooccurConfig
 
 
 def main(argv: list[str]) -> None:

@@ -6,8 +6,9 @@ Reads params `lm`, `mt`; writes data/raw/ROLE/. Set NLPZOO_DATA_MIRROR to copy f
 
 from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
-from nlpzoo.data.prepare import LMDataConfig, MTDataConfig, fetch_corpus
+from nlpzoo.data.prepare import fetch_corpus
 from nlpzoo.data.sources import mirror_from_env
+from nlpzoo.params import LMDataConfig, MTDataConfig
 
 
 def main(argv: list[str]) -> None:

@@ -6,7 +6,8 @@ Reads data/raw/ROLE/ and params `lm` or `mt`; writes data/prepared/ROLE/.
 
 from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
-from nlpzoo.data.prepare import LMDataConfig, MTDataConfig, prepare_lm, prepare_mt, raw_dir_for
+from nlpzoo.data.prepare import prepare_lm, prepare_mt, raw_dir_for
+from nlpzoo.params import LMDataConfig, MTDataConfig
 
 
 def main(argv: list[str]) -> None:

@@ -13,8 +13,9 @@ import yaml
 
 from nlpzoo.cli import root, run_stage
 from nlpzoo.config import build
+from nlpzoo.params import ReportConfig
 from nlpzoo.report.build import build_report
-from nlpzoo.report.inputs import Provenance, ReportConfig, load_json
+from nlpzoo.report.inputs import Provenance, load_json
 
 
 def git_revision(base) -> str:

@@ -6,7 +6,8 @@ Reads data/prepared/ROLE/ and params `vocab.ROLE`; writes data/vocab/ROLE/.
 
 from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
-from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, build_lm_vocab, build_mt_vocab
+from nlpzoo.data.vocab import build_lm_vocab, build_mt_vocab
+from nlpzoo.params import LMVocabConfig, MTVocabConfig
 
 
 def main(argv: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""The bad inputs of DESIGN §7 that no module test covers: a split smaller than the model's
+"""The bad inputs of docs/design.md §7 that no module test covers: a split smaller than the model's
 context, and a disk that fills up while an output is written.
 
 Each is refused with a message that names the problem, and leaves no partial output: outputs
@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from nlpzoo import cli, io, runner
-from nlpzoo.data.vocab import LMVocabConfig, build_lm_vocab
+from nlpzoo.data.vocab import build_lm_vocab
 from nlpzoo.errors import DataError
+from nlpzoo.params import LMVocabConfig
 from nlpzoo.tracking import Tracker
 from test_training_resume import _inactive, make_project
 

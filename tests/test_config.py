@@ -1,4 +1,4 @@
-"""Tests for nlpzoo.config.build and the params validation of nlpzoo.runner (DESIGN §2, §7)."""
+"""Tests for nlpzoo.config.build and params validation of nlpzoo.runner (docs/design.md §1, §7)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ from typing import Literal
 import pytest
 
 from nlpzoo.config import build, closest, require, to_dict
-from nlpzoo.data.cooccur import CooccurConfig
 from nlpzoo.errors import ConfigError
 from nlpzoo.models import ngram, nnlm
-from nlpzoo.runner import run_configs, validate_params
-from nlpzoo.training import TrainerConfig
+from nlpzoo.params import CooccurConfig, TrainerConfig, run_configs, validate_params
 
 # --------------------------------------------------------------------------- small dataclasses
 

@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from nlpzoo import runner
-from nlpzoo.data.vocab import MTVocabConfig, build_mt_vocab
+from nlpzoo.data.vocab import build_mt_vocab
 from nlpzoo.models import TASKS
 from nlpzoo.mt_runner import translate_lines
+from nlpzoo.params import MTVocabConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())

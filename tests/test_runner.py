@@ -17,9 +17,10 @@ import pytest
 import yaml
 
 from nlpzoo import runner
-from nlpzoo.data.cooccur import CooccurConfig, count_cooccurrences
+from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
+from nlpzoo.params import CooccurConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())

@@ -1,4 +1,4 @@
-"""Tests for nlpzoo.tracking (DESIGN §6): the tracking URI, one MLflow run spanning train and
+"""Tests for nlpzoo.tracking (docs/design.md §5): tracking URI, one MLflow run spanning train and
 evaluate, and training that goes on, warned once, when the tracking store cannot be reached."""
 
 from __future__ import annotations

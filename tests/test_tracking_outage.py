@@ -1,4 +1,4 @@
-"""MLflow outage during a whole run (DESIGN §6): with the tracking server down, or a tracking
+"""MLflow outage during a run (docs/design.md §5): with the tracking server down, or a tracking
 path that cannot be written, `train` and `evaluate` complete in bounded time, the metrics file
 is the same as without tracking, and the run says once that MLflow was unreachable."""
 

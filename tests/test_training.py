@@ -19,7 +19,8 @@ from nlpzoo.data.vocab import EOS
 from nlpzoo.errors import TrainingError
 from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
 from nlpzoo.models.nnlm import NNLM, Config
-from nlpzoo.training import FamilyModule, TrainerConfig, make_optimizer, make_trainer
+from nlpzoo.params import TrainerConfig
+from nlpzoo.training import FamilyModule, make_optimizer, make_trainer
 
 V = 17
 N1 = 2  # context size of the tiny models

@@ -1,4 +1,4 @@
-"""Distributed data-parallel training on CPU: `ddp_spawn`, 2 processes, gloo (DESIGN §9).
+"""Distributed data-parallel training on CPU: `ddp_spawn`, 2 processes, gloo (docs/design.md §9).
 
 Checks that the ranks end with identical weights, that the logged validation perplexity is the
 perplexity of the whole validation split (each token counted once across ranks), and that only
@@ -17,6 +17,7 @@ import torch
 
 from nlpzoo import runner, training
 from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
+from nlpzoo.params import run_configs
 from test_training_resume import make_project
 
 RUN = "nnlm"
@@ -79,7 +80,7 @@ def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monk
     logged = float(rows[1].split(",")[4])
     model = runner.load_neural(root / "models" / RUN)
     valid = np.load(root / "data" / "vocab" / "lm" / "valid.npy").astype(np.int64)
-    cfg = runner.run_configs(params, RUN)[1]
+    cfg = run_configs(params, RUN)[1]
     single = perplexity(lm_log_probs(model, valid, cfg))
     assert logged == pytest.approx(single, rel=1e-4)
     assert math.isfinite(stats["params"])

@@ -11,20 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nlpzoo.errors import NlpzooError
 
 
 def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
-    from nlpzoo.runner import validate_params
+    from nlpzoo.params import load_params as load
 
-    if not path.is_file():
-        raise NlpzooError(f"{path} not found: run the stages from the project root")
-    with open(path, encoding="utf-8") as f:
-        params = yaml.safe_load(f) or {}
-    validate_params(params)
-    return params
+    return load(path)
 
 
 def root() -> Path:

@@ -1,4 +1,4 @@
-"""Typed configuration from plain params dicts (DESIGN §2, §7).
+"""Typed configuration from plain params dicts (docs/design.md §1, §7).
 
 Every params section becomes a dataclass through `build(cls, section, where=...)`, which rejects,
 before any work starts: unknown keys (naming the closest valid key), values of the wrong type, and

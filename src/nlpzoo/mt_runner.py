@@ -1,4 +1,4 @@
-"""What the `train` and `evaluate` stages do for a translation run (DESIGN §1, §5), and the
+"""What the `train` and `evaluate` stages do for a translation run (docs/design.md §2, §4), and the
 `translate` command.
 
 Layout written for run RUN (relative to the project root), as for the language models:
@@ -89,7 +89,7 @@ class MTModule(pl.LightningModule):
         self.log("val/loss", nll, sync_dist=False, rank_zero_only=False)
         self.log("val/ppl", torch.exp(nll), sync_dist=False, prog_bar=True)
 
-    # resume (DESIGN §7): the RNG states travel in the checkpoint, as in training.FamilyModule
+    # resume (docs/design.md §8): RNG states travel in the checkpoint, as in training.FamilyModule
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         from nlpzoo.training import rng_state
 
@@ -123,7 +123,8 @@ class MTModule(pl.LightningModule):
 def train_mt(params: dict, spec, cfg, trainer_cfg, root: Path) -> dict:
     """Train translation run `spec.name`; writes `models/RUN/` and `plots/RUN.csv`."""
     from nlpzoo.config import build
-    from nlpzoo.runner import MlflowConfig, _params_for_tracking
+    from nlpzoo.params import MlflowConfig
+    from nlpzoo.runner import _params_for_tracking
     from nlpzoo.tracking import Tracker
 
     seed = int(params.get("seed", 0))
@@ -206,7 +207,7 @@ def _fit(
         seed=seed,
     )
     ckpt_dir = root / "checkpoints" / spec.name
-    # resume an interrupted run of the same params and data (DESIGN §7), else start fresh
+    # resume an interrupted run of the same params and data (docs/design.md §8), else start fresh
     settings = {
         "run": spec.name,
         "family": spec.family,

@@ -1,4 +1,4 @@
-"""What the `train`, `evaluate` and `report` stages do for one run (DESIGN §1, §5, §6).
+"""What the `train`, `evaluate` and `report` stages do for one run (docs/design.md §2, §4, §5).
 
 Layout written for run RUN (every path relative to the project root):
 
@@ -16,130 +16,28 @@ import logging
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nlpzoo.config import build, closest, require
-from nlpzoo.data.vocab import LMVocabConfig, MTVocabConfig, Vocab, load_stream
+from nlpzoo.config import build
+from nlpzoo.data.vocab import Vocab, load_stream
 from nlpzoo.errors import ConfigError, DataError
 from nlpzoo.io import atomic_dir, atomic_write_json, rank_zero_dir
 from nlpzoo.models import FAMILIES, NEURAL, TASKS
-from nlpzoo.training import TrainerConfig
-
-log = logging.getLogger(__name__)
-
-# top-level params sections other than the runs themselves
-SECTIONS = (
-    "seed",
-    "models",
-    "lm",
-    "mt",
-    "vocab",
-    "cooccur",
-    "trainer",
-    "mlflow",
-    "mixture",
-    "evaluation",
-    "report",
+from nlpzoo.params import (
+    EvaluationConfig,
+    MixtureConfig,
+    MlflowConfig,
+    RunSpec,
+    TrainerConfig,
+    parse_models,
+    run_configs,
 )
 
-
-@dataclass
-class RunSpec:
-    """One entry of `models:` — the run's family and the data folder (under `data/`) it reads."""
-
-    name: str
-    family: str
-    data: str
-
-
-@dataclass
-class MlflowConfig:
-    experiment: str = "nlpzoo"
-
-
-def parse_models(params: dict) -> dict[str, RunSpec]:
-    models = params.get("models")
-    if not isinstance(models, dict) or not models:
-        raise ConfigError("params: `models` must map each run name to {family: ..., data: ...}")
-    specs = {}
-    for name, entry in models.items():
-        if not isinstance(entry, dict) or set(entry) != {"family", "data"}:
-            raise ConfigError(
-                f"run '{name}': models.{name} must be {{family: NAME, data: FOLDER}}, got {entry!r}"
-            )
-        family = entry["family"]
-        if family not in FAMILIES:
-            hint = closest(str(family), FAMILIES)
-            raise ConfigError(
-                f"run '{name}': unknown family '{family}'"
-                + (f"; did you mean '{hint}'?" if hint else "")
-                + f" (families: {', '.join(sorted(FAMILIES))})"
-            )
-        specs[name] = RunSpec(name, family, entry["data"])
-    return specs
-
-
-def run_configs(params: dict, name: str) -> tuple[RunSpec, Any, TrainerConfig]:
-    """Validate one run's sections: its `models:` entry, its own section, the trainer settings."""
-    specs = parse_models(params)
-    if name not in specs:
-        hint = closest(name, specs)
-        raise ConfigError(
-            f"unknown run '{name}'"
-            + (f"; did you mean '{hint}'?" if hint else "")
-            + f" (runs in models: {', '.join(specs)})"
-        )
-    spec = specs[name]
-    section = params.get(name) or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"run '{name}': section `{name}` must be a mapping")
-    if "family" in section and section["family"] != spec.family:
-        raise ConfigError(
-            f"run '{name}': key 'family' is {section['family']!r} but models.{name}.family is "
-            f"{spec.family!r}"
-        )
-    cfg_cls, _ = FAMILIES[spec.family]
-    cfg = build(cfg_cls, section, f"run '{name}'", ignore=("family", "trainer"))
-    for where, value in (
-        ("trainer", params.get("trainer")),
-        (f"{name}.trainer", section.get("trainer")),
-    ):
-        if value is not None and not isinstance(value, dict):
-            raise ConfigError(f"run '{name}': section `{where}` must be a mapping, got {value!r}")
-    trainer_section = dict(params.get("trainer") or {})
-    trainer_section.update(section.get("trainer") or {})
-    trainer_cfg = build(TrainerConfig, trainer_section, f"run '{name}' (trainer)")
-    return spec, cfg, trainer_cfg
-
-
-def validate_params(params: dict) -> None:
-    """Check the whole params file before any stage does work."""
-    if not isinstance(params, dict):
-        raise ConfigError("params.yaml must be a mapping of sections")
-    specs = parse_models(params)
-    for key in params:
-        if key not in SECTIONS and key not in specs:
-            hint = closest(key, list(SECTIONS) + list(specs))
-            raise ConfigError(
-                f"params: unknown section '{key}'"
-                + (f"; did you mean '{hint}'?" if hint else "")
-                + " (a run's section needs an entry in `models:`)"
-            )
-    seed = params.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ConfigError("params: key 'seed' must be an integer")
-    for name in specs:
-        run_configs(params, name)
-    build(MlflowConfig, params.get("mlflow"), "mlflow")
-    build(MixtureConfig, params.get("mixture"), "mixture")
-    build(EvaluationConfig, params.get("evaluation"), "evaluation")
-    vocab = params.get("vocab") or {}
-    build(LMVocabConfig, vocab.get("lm"), "vocab.lm")
-    build(MTVocabConfig, vocab.get("mt"), "vocab.mt")
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- train
@@ -335,7 +233,7 @@ def _train_neural(
     module = FamilyModule(spec.family, asdict(cfg), len(vocab), run=spec.name, counts=vocab.counts)
     datamodule = _datamodule(model_cls, cfg, data, vocab, trainer_cfg.num_workers, seed)
     ckpt_dir = root / "checkpoints" / spec.name
-    # resume an interrupted run of the same params and data (DESIGN §7), else start fresh
+    # resume an interrupted run of the same params and data (docs/design.md §8), else start fresh
     settings = {
         "run": spec.name,
         "family": spec.family,
@@ -443,21 +341,6 @@ def load_neural(run_dir: Path):
     return model.eval()
 
 
-@dataclass
-class EvaluationConfig:
-    """The `evaluation:` section: settings of the shared word-vector protocol (DESIGN §5)."""
-
-    restrict_vocab: int = 30000  # analogy answers searched among the most frequent words
-    neighbours: int = 10  # nearest neighbours listed per probe word
-    probes: list[str] = field(
-        default_factory=lambda: ["king", "money", "city", "war", "good", "said", "three", "water"]
-    )
-
-    def __post_init__(self) -> None:
-        require(self.restrict_vocab >= 1, "restrict_vocab", "must be >= 1")
-        require(self.neighbours >= 1, "neighbours", "must be >= 1")
-
-
 def _vocab_words(data_dir: Path) -> list[str]:
     return Vocab.load(data_dir / "vocab.txt").words
 
@@ -557,11 +440,6 @@ def _score_vectors(words, vectors, root: Path, ev: EvaluationConfig, metrics: di
 
 
 # --------------------------------------------------------------------------- mixtures
-
-
-@dataclass
-class MixtureConfig:
-    baseline: str = "ngram"  # the run every other LM run is interpolated with
 
 
 def mixtures(params: dict, root: Path) -> dict:

@@ -1,4 +1,4 @@
-"""MLflow tracking (DESIGN §6): one MLflow run per model run, spanning `train` and `evaluate`.
+"""MLflow tracking (docs/design.md §5): one MLflow run per model run, across `train` and `evaluate`.
 
 * Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<root>/mlflow.db`, where root is
   `DVC_ROOT` when DVC sets it (so every experiment logs to the same database) or the working

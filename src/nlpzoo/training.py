@@ -17,7 +17,7 @@ import random
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,72 +26,10 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Checkpoint
 
-from nlpzoo.config import require
 from nlpzoo.errors import TrainingError
+from nlpzoo.params import TrainerConfig
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainerConfig:
-    """The `trainer:` params section; a run may override any key in its own `trainer:` entry."""
-
-    accelerator: str = "auto"  # cpu | gpu | auto ...
-    devices: int | str | list[int] = "auto"  # number of devices, "auto", or device ids
-    strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
-    num_nodes: int = 1
-    precision: str | int = "32-true"  # "bf16-mixed", "16-mixed" on GPUs
-    max_epochs: int = 5
-    max_steps: int = -1
-    max_time: str | None = None  # "DD:HH:MM:SS"
-    gradient_clip_val: float | None = None
-    gradient_clip_algorithm: str = "norm"
-    accumulate_grad_batches: int = 1
-    limit_train_batches: int | float = 1.0
-    limit_val_batches: int | float = 1.0
-    log_every_n_steps: int = 50
-    early_stopping_patience: int = 2  # epochs without val/ppl improvement; 0 disables
-    deterministic: bool = False
-    enable_progress_bar: bool = False
-    num_workers: int = 0  # DataLoader worker processes
-    threads: int = 0  # torch intra-op threads; 0 keeps the default
-    # resume checkpoints (checkpoints/RUN/resume.ckpt): at every epoch end, and also every N
-    # optimizer steps and/or every M minutes of training; 0 turns either one off
-    checkpoint_every_steps: int = 0
-    checkpoint_every_minutes: float = 10.0
-
-    def __post_init__(self) -> None:
-        require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
-        require(self.max_epochs >= 1, "max_epochs", "must be >= 1")
-        require(self.accumulate_grad_batches >= 1, "accumulate_grad_batches", "must be >= 1")
-        require(
-            self.gradient_clip_val is None or self.gradient_clip_val > 0,
-            "gradient_clip_val",
-            "must be positive or null",
-        )
-        require(
-            self.gradient_clip_algorithm in ("norm", "value"),
-            "gradient_clip_algorithm",
-            "must be norm or value",
-        )
-        require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
-        require(self.num_workers >= 0, "num_workers", "must be >= 0")
-        require(self.checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0")
-        require(self.checkpoint_every_minutes >= 0, "checkpoint_every_minutes", "must be >= 0")
-
-    def result_settings(self) -> dict:
-        """The settings a run's result depends on (not checkpointing, logging, workers)."""
-        out = asdict(self)
-        for key in (
-            "checkpoint_every_steps",
-            "checkpoint_every_minutes",
-            "enable_progress_bar",
-            "log_every_n_steps",
-            "num_workers",
-            "threads",
-        ):
-            out.pop(key)
-        return out
 
 
 def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
@@ -223,7 +161,7 @@ class FamilyModule(pl.LightningModule):
         self.log("val/loss", nll, sync_dist=False, rank_zero_only=False)
         self.log("val/ppl", torch.exp(nll), sync_dist=False, prog_bar=True)
 
-    # ------------------------------------------------------------ resume (DESIGN §7)
+    # ------------------------------------------------------------ resume (docs/design.md §8)
     # Lightning's checkpoint holds weights, optimizer, scheduler, loop counters, callback states
     # and (via ResumableLoader) the data position; these hooks add the RNG states and the hidden
     # state a recurrent model carries between BPTT windows, so a resumed run repeats an

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from nlpzoo.data import cooccur
-from nlpzoo.data.cooccur import CooccurConfig, count_cooccurrences, load_cooccurrences
+from nlpzoo.data.cooccur import count_cooccurrences, load_cooccurrences
 from nlpzoo.data.vocab import SPECIALS
 from nlpzoo.errors import ConfigError, DataError
+from nlpzoo.params import CooccurConfig
 
 
 def _vocab(words: list[str]) -> dict[str, int]:

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from nlpzoo.data.mt import IGNORE, SEP, Codec, LengthBatches, collate, load_split
-from nlpzoo.data.vocab import BOS, EOS, PAD, MTVocabConfig, build_mt_vocab
+from nlpzoo.data.vocab import BOS, EOS, PAD, build_mt_vocab
 from nlpzoo.errors import DataError
+from nlpzoo.params import MTVocabConfig
 
 
 def test_collate_layout():

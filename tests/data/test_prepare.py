@@ -11,16 +11,10 @@ from pathlib import Path
 import pytest
 
 from nlpzoo.config import build
-from nlpzoo.data.prepare import (
-    LMDataConfig,
-    MTDataConfig,
-    brown_sentences,
-    copy_user_files,
-    prepare_lm,
-    prepare_mt,
-)
+from nlpzoo.data.prepare import brown_sentences, copy_user_files, prepare_lm, prepare_mt
 from nlpzoo.data.sources import SOURCES
 from nlpzoo.errors import ConfigError, DataError
+from nlpzoo.params import LMDataConfig, MTDataConfig
 
 # --------------------------------------------------------------------------- helpers
 

@@ -17,8 +17,6 @@ from nlpzoo.data.vocab import (
     PAD,
     SPECIALS,
     UNK,
-    LMVocabConfig,
-    MTVocabConfig,
     Vocab,
     build_lm_vocab,
     build_mt_vocab,
@@ -26,6 +24,7 @@ from nlpzoo.data.vocab import (
     load_stream,
 )
 from nlpzoo.errors import ConfigError, DataError
+from nlpzoo.params import LMVocabConfig, MTVocabConfig
 
 # --------------------------------------------------------------------------- Vocab
 

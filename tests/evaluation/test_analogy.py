@@ -1,5 +1,5 @@
-"""Tests for nlpzoo.evaluation.analogy: 3CosAdd accuracy equal to gensim's
-`KeyedVectors.evaluate_word_analogies(path, restrict_vocab, case_insensitive)` (DESIGN §5)."""
+"""Tests for nlpzoo.evaluation.analogy: 3CosAdd accuracy (docs/design.md §4) equal to gensim's
+`KeyedVectors.evaluate_word_analogies(path, restrict_vocab, case_insensitive)`."""
 
 from __future__ import annotations
 

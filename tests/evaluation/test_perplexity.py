@@ -1,4 +1,4 @@
-"""Tests for nlpzoo.evaluation.perplexity (DESIGN §5: exp of the mean NLL over every token)."""
+"""Tests for nlpzoo.evaluation.perplexity (docs/design.md §4: exp of mean NLL over every token)."""
 
 from __future__ import annotations
 

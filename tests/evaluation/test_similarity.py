@@ -1,5 +1,5 @@
 """Tests for nlpzoo.evaluation.similarity: Spearman ρ equal to gensim's
-`KeyedVectors.evaluate_word_pairs(path, case_insensitive=True)` (DESIGN §5)."""
+`KeyedVectors.evaluate_word_pairs(path, case_insensitive=True)` (docs/design.md §4)."""
 
 from __future__ import annotations
 

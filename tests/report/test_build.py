@@ -10,8 +10,9 @@ import pytest
 
 from nlpzoo.config import build
 from nlpzoo.errors import ConfigError
+from nlpzoo.params import ReportConfig
 from nlpzoo.report.build import _mt_attention, build_report
-from nlpzoo.report.inputs import Provenance, ReportConfig
+from nlpzoo.report.inputs import Provenance
 
 CURVE = "epoch,step,train_loss,val_loss,val_ppl,seconds\n0,10,5,4.9,134,1\n1,20,4.8,4.87,130,2\n"
 VECTORS = {

@@ -50,52 +50,22 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from nlpzoo.errors import ConfigError, DataError
+from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_open
+from nlpzoo.params import CooccurConfig
 
 N_SPECIALS = 4  # ids 0..3 are <unk> <s> </s> <pad> (nlpzoo.data.vocab)
 UNK = 0
 
-# Bytes of memory per buffered pair, worst case (all pairs distinct): 16 for the buffer itself
-# (int64 key + float64 weight), ~42 to aggregate it (argsort order, sorted keys and weights,
-# flags, run starts) and ~70 to mirror the u <= n unique pairs (keys and sums, transposed
-# copies, their concatenation and its sort order).
-_BYTES_PER_PAIR = 128
 _BATCH_LINES = 10_000
 _BATCH_TOKENS = 1_000_000
 _COPY_BLOCK = 1 << 20  # elements per block when streaming arrays into the .npz
 _MAX_FANIN = 64  # runs merged at once
 _FIELDS = {"rows": np.int32, "cols": np.int32, "vals": np.float64}
-
-
-@dataclass
-class CooccurConfig:
-    """Settings of the `cooccur` stage (see the module docstring for their meaning)."""
-
-    window: int = 10
-    distance_weighting: bool = True  # weight 1/d for a pair at distance d, else 1
-    sentence_bounded: bool = True  # windows do not cross sentence (line) boundaries
-    keep_unk: bool = False  # count unknown words as <unk> instead of dropping them
-    memory_mb: int = 512  # cap for the in-memory pair buffer (and its sort scratch)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ConfigError(f"key 'window' must be an integer >= 1, got {self.window!r}")
-        mem = self.memory_mb
-        if isinstance(mem, bool) or not isinstance(mem, (int, float)) or not mem >= 1:
-            raise ConfigError(f"key 'memory_mb' must be a number >= 1, got {mem!r}")
-        for key in ("distance_weighting", "sentence_bounded", "keep_unk"):
-            if not isinstance(getattr(self, key), bool):
-                raise ConfigError(f"key '{key}' must be true or false, got {getattr(self, key)!r}")
-
-    def max_pairs(self) -> int:
-        """Pairs the in-memory buffer holds."""
-        return max(1, int(self.memory_mb * 2**20) // _BYTES_PER_PAIR)
 
 
 def _aggregate(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

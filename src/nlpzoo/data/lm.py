@@ -7,7 +7,7 @@ left-padded with `</s>` (a sentence end precedes the first sentence), and each i
     item t   context = padded[t : t+n-1],  target = stream[t]        (n-1 = 2 shown)
 
 Every token of the stream is a target exactly once, so summing the NLL over the dataset scores
-exactly the tokens DESIGN §5 counts.
+exactly the tokens docs/design.md §4 counts.
 """
 
 from __future__ import annotations

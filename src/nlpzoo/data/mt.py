@@ -29,7 +29,6 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from nlpzoo.config import require
 from nlpzoo.data.vocab import BOS, EOS, PAD, read_lines
 from nlpzoo.errors import DataError
 
@@ -37,23 +36,6 @@ log = logging.getLogger(__name__)
 
 SEP = 4  # `<sep>`, the first user-defined SentencePiece symbol: source/target boundary
 IGNORE = -100  # label of a position the loss skips (padding; the prompt of decoder-only MT)
-
-
-def check_mt_config(cfg) -> None:
-    """Checks of the keys every translation family's Config has (training, decoding)."""
-    for key in ("batch_size", "beam_size"):
-        require(getattr(cfg, key) >= 1, key, f"must be >= 1, got {getattr(cfg, key)}")
-    require(cfg.max_len >= 0, "max_len", "must be >= 0 (0: keep every pair)")
-    require(0.0 <= cfg.dropout < 1.0, "dropout", f"must be in [0, 1), got {cfg.dropout}")
-    require(cfg.optimizer in ("adam", "sgd"), "optimizer", "must be adam or sgd")
-    require(cfg.lr > 0, "lr", f"must be positive, got {cfg.lr}")
-    require(cfg.lr_decay >= 0, "lr_decay", "must be >= 0")
-    require(cfg.warmup_steps >= 0, "warmup_steps", "must be >= 0")
-    require(not (cfg.lr_decay and cfg.warmup_steps), "lr_decay", "must be 0 with warmup_steps")
-    require(cfg.weight_decay >= 0, "weight_decay", "must be >= 0")
-    require(0.0 <= cfg.label_smoothing < 1.0, "label_smoothing", "must be in [0, 1)")
-    require(cfg.length_penalty >= 0, "length_penalty", "must be >= 0")
-    require(cfg.max_len_ratio > 0, "max_len_ratio", "must be positive")
 
 
 class Codec:

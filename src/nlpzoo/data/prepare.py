@@ -1,4 +1,4 @@
-"""`corpus` and `prepare` stages: raw sources → clean, split text (DESIGN §1, §3).
+"""`corpus` and `prepare` stages: raw sources → clean, split text (docs/design.md §2).
 
 Language-model corpus (`lm`): one sentence per line, tokens separated by single spaces.
   * `brown`: the NLTK packaging (`brown/cXNN` files in genre order, one sentence per non-blank
@@ -22,74 +22,13 @@ import logging
 import shutil
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from nlpzoo.config import require
 from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_dir, atomic_write_json
+from nlpzoo.params import SPLITS, LMDataConfig, MTDataConfig
 
 log = logging.getLogger(__name__)
-
-SPLITS = ("train", "valid", "test")
-
-
-@dataclass
-class LMDataConfig:
-    source: str = "brown"  # brown | text
-    files: dict = field(default_factory=dict)  # text: {train, valid, test} or {all}: paths
-    lowercase: bool = True
-    split_tokens: list[int] = field(default_factory=lambda: [800_000, 200_000])  # train, valid
-    max_line_bytes: int = 1_000_000  # longer lines are refused (not a sentence-per-line file)
-
-    def __post_init__(self) -> None:
-        require(
-            self.source in ("brown", "text"),
-            "source",
-            f"must be brown or text, got {self.source!r}",
-        )
-        require(
-            len(self.split_tokens) == 2 and all(n > 0 for n in self.split_tokens),
-            "split_tokens",
-            "must be two positive token counts [train, valid]",
-        )
-        require(self.max_line_bytes > 0, "max_line_bytes", "must be positive")
-        if self.source == "text":
-            keys = set(self.files)
-            require(
-                keys in ({"all"}, set(SPLITS)),
-                "files",
-                "must be {all: path} or {train: path, valid: path, test: path} for source text",
-            )
-
-
-@dataclass
-class MTDataConfig:
-    source: str = "multi30k"  # multi30k | parallel
-    src: str = "de"
-    tgt: str = "en"
-    test_set: str = "test_2016_flickr"  # multi30k test set used as `test`
-    files: dict = field(
-        default_factory=dict
-    )  # parallel: {train: [src, tgt], valid: [...], test: [...]}
-    max_line_bytes: int = 1_000_000
-
-    def __post_init__(self) -> None:
-        require(self.source in ("multi30k", "parallel"), "source", "must be multi30k or parallel")
-        require(self.src != self.tgt, "tgt", f"must differ from src ({self.src!r})")
-        if self.source == "parallel":
-            require(set(self.files) == set(SPLITS), "files", "needs train, valid and test pairs")
-            for split, pair in self.files.items():
-                require(
-                    isinstance(pair, list) and len(pair) == 2,
-                    "files",
-                    f"entry {split!r} must be [src_path, tgt_path]",
-                )
-
-    def multi30k_files(self) -> list[str]:
-        """Basenames of the Multi30k task-1 files this configuration reads."""
-        sets = ("train", "val", self.test_set)
-        return [f"{s}.{lang}.gz" for s in sets for lang in (self.src, self.tgt)]
 
 
 # --------------------------------------------------------------------------- reading, with checks

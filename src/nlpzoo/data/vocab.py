@@ -1,4 +1,4 @@
-"""Word vocabulary built from the training split only (DESIGN §1, `vocab` stage).
+"""Word vocabulary built from the training split only (docs/design.md §2, `vocab` stage).
 
 Ids 0..3 are the specials `<unk> <s> </s> <pad>`; then words by descending training frequency
 (ties broken alphabetically, so the file is reproducible). A word seen fewer than `min_count`
@@ -21,6 +21,7 @@ import numpy as np
 
 from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_write_text
+from nlpzoo.params import LMVocabConfig, MTVocabConfig
 
 UNK, BOS, EOS, PAD = 0, 1, 2, 3
 SPECIALS = ("<unk>", "<s>", "</s>", "<pad>")
@@ -132,30 +133,6 @@ def read_lines(path: Path) -> Iterator[str]:
 
 
 # --------------------------------------------------------------------------- the `vocab` stage
-
-
-@dataclass
-class LMVocabConfig:
-    min_count: int = 4  # Bengio et al. 2003 merge words seen <= 3 times into one symbol
-
-    def __post_init__(self) -> None:
-        from nlpzoo.config import require
-
-        require(self.min_count >= 1, "min_count", f"must be >= 1, got {self.min_count}")
-
-
-@dataclass
-class MTVocabConfig:
-    vocab_size: int = 8000  # one SentencePiece vocabulary shared by source and target
-    model_type: str = "unigram"  # unigram | bpe
-    character_coverage: float = 1.0
-
-    def __post_init__(self) -> None:
-        from nlpzoo.config import require
-
-        require(self.vocab_size >= 16, "vocab_size", f"must be >= 16, got {self.vocab_size}")
-        require(self.model_type in ("unigram", "bpe"), "model_type", "must be unigram or bpe")
-        require(0 < self.character_coverage <= 1, "character_coverage", "must be in (0, 1]")
 
 
 def build_lm_vocab(config: LMVocabConfig, prepared_dir: Path, out_dir: Path) -> dict:

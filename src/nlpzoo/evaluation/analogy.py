@@ -1,4 +1,4 @@
-"""Word-analogy accuracy on Mikolov et al. (2013)'s `questions-words.txt` (DESIGN §5).
+"""Word-analogy accuracy on Mikolov et al. (2013)'s `questions-words.txt` (docs/design.md §4).
 
 For a question "a is to b as c is to d" the answer is found by 3CosAdd (vector offset):
 

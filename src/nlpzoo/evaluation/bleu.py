@@ -1,4 +1,4 @@
-"""BLEU and chrF for translations (DESIGN §5), two conventions side by side.
+"""BLEU and chrF for translations (docs/design.md §4), two conventions side by side.
 
 * sacreBLEU (Post 2018): detokenized, cased hypotheses against the raw references, the metric's
   own 13a tokenization; comparable across papers only through its signature, which is reported.

@@ -1,4 +1,4 @@
-"""Perplexity exactly as DESIGN §5: exp(mean NLL per token) over every token of a split's stream,
+"""Perplexity as docs/design.md §4: exp(mean NLL per token) over every token of a split's stream,
 each sentence's `</s>` and every `<unk>` included, for every family on the identical stream."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Word similarity (DESIGN §5): Spearman ρ between human scores and the cosine of the two words'
+"""Word similarity (docs/design.md §4): Spearman ρ between human scores and the cosine of two words'
 vectors, over the pairs of WordSim-353 (Finkelstein et al. 2002) or SimLex-999 (Hill et al. 2015)
 whose two words are both in the vocabulary; the other pairs are skipped and coverage reports them.
 

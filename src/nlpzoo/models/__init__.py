@@ -33,58 +33,9 @@ co-occurrence matrix) and PPMI-SVD (closed form: `fit(rows, cols, vals)`, `save`
 
 from __future__ import annotations
 
-from nlpzoo.models import (
-    attention,
-    decoder_mt,
-    glove,
-    ngram,
-    nnlm,
-    rnn_lm,
-    seq2seq,
-    svd,
-    transformer,
-    transformer_lm,
-    word2vec,
-)
+from nlpzoo.families import FAMILIES as _REGISTRY
 
-FAMILIES = {
-    "ngram": (ngram.Config, ngram.KneserNey),
-    "nnlm": (nnlm.Config, nnlm.NNLM),
-    "rnn_lm": (rnn_lm.Config, rnn_lm.RNNLM),
-    "transformer_lm": (transformer_lm.Config, transformer_lm.TransformerLM),
-    "word2vec": (word2vec.Config, word2vec.Word2Vec),
-    "glove": (glove.Config, glove.Glove),
-    "svd": (svd.Config, svd.PPMISVD),
-    "seq2seq": (seq2seq.Config, seq2seq.Seq2Seq),
-    "attention": (attention.Config, attention.Bahdanau),
-    "transformer": (transformer.Config, transformer.Transformer),
-    "decoder_mt": (decoder_mt.Config, decoder_mt.DecoderMT),
-}
-
-# the data each family trains on and how it is scored
-TASKS = {
-    "ngram": "lm",
-    "nnlm": "lm",
-    "rnn_lm": "lm",
-    "transformer_lm": "lm",
-    "word2vec": "vectors",
-    "glove": "vectors",
-    "svd": "vectors",
-    "seq2seq": "mt",
-    "attention": "mt",
-    "transformer": "mt",
-    "decoder_mt": "mt",
-}
-
-# families trained with Lightning (the others fit in closed form or by counting)
-NEURAL = {
-    "nnlm",
-    "rnn_lm",
-    "transformer_lm",
-    "word2vec",
-    "glove",
-    "seq2seq",
-    "attention",
-    "transformer",
-    "decoder_mt",
-}
+# compatibility views of the registry (nlpzoo.families)
+FAMILIES = {name: (f.config, f.model_class()) for name, f in _REGISTRY.items()}
+TASKS = {name: f.task for name, f in _REGISTRY.items()}
+NEURAL = {name for name, f in _REGISTRY.items() if f.neural}

@@ -21,42 +21,17 @@ V vocabulary, C = d_model, h = `heads`, d_k = C / h, L = `num_layers`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.data.mt import IGNORE, SEP, check_mt_config
+from nlpzoo.data.mt import IGNORE, SEP
 from nlpzoo.data.vocab import BOS, PAD
-from nlpzoo.models.transformer import MultiHeadAttention, check_sizes, sinusoidal_positions
+from nlpzoo.families import DecoderMTConfig
+from nlpzoo.models.transformer import MultiHeadAttention, sinusoidal_positions
 
-
-@dataclass
-class Config:
-    d_model: int = 256  # C
-    heads: int = 4  # h; d_k = 64
-    num_layers: int = 6  # L; 6 blocks ≈ the parameters of a 3 + 3 layer encoder–decoder
-    d_ff: int = 1024  # inner FFN size, 4·C
-    dropout: float = 0.1
-    norm: str = "post"  # post (Vaswani et al.) | pre (GPT-2)
-    max_positions: int = 256  # longest `<s> source <sep> target` sequence
-    label_smoothing: float = 0.1
-    batch_size: int = 128  # sentence pairs per step
-    max_len: int = 64  # training pairs with a longer side (in pieces) are skipped
-    optimizer: str = "adam"
-    lr: float = 0.001  # peak, after the warm-up
-    adam_beta2: float = 0.98
-    lr_decay: float = 0.0
-    warmup_steps: int = 800
-    weight_decay: float = 0.0
-    beam_size: int = 5
-    length_penalty: float = 0.6  # α of lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016); 0 = none
-    max_len_ratio: float = 1.5  # a translation ends by ratio · |source| + 10 pieces
-
-    def __post_init__(self) -> None:
-        check_mt_config(self)
-        check_sizes(self)
+Config = DecoderMTConfig  # the `decoder_mt` params section (nlpzoo.families)
 
 
 class CachedSelfAttention(MultiHeadAttention):

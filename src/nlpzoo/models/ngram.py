@@ -57,35 +57,18 @@ import numpy as np
 
 from nlpzoo.data.vocab import BOS, EOS, PAD
 from nlpzoo.errors import ConfigError, DataError
+from nlpzoo.families import NgramConfig
 from nlpzoo.io import atomic_open
 
 logger = logging.getLogger(__name__)
 
-MIN_ORDER, MAX_ORDER = 2, 5
 # Used for D1, D2, D3+ when the count-of-counts formula is undefined or out of (0, c).
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 _FORMAT_VERSION = 1
 _TABLE_FIELDS = ("keys", "counts", "total", "gamma", "discounts")
 
 
-@dataclass
-class Config:
-    """`ngram` section of params.yaml."""
-
-    family: str = "ngram"
-    order: int = 3
-
-    def __post_init__(self) -> None:
-        if self.family != "ngram":
-            raise ConfigError(f"ngram: family must be 'ngram', got {self.family!r}")
-        if (
-            isinstance(self.order, bool)
-            or not isinstance(self.order, int)
-            or not MIN_ORDER <= self.order <= MAX_ORDER
-        ):
-            raise ConfigError(
-                f"ngram: order must be an integer in [{MIN_ORDER}, {MAX_ORDER}], got {self.order!r}"
-            )
+Config = NgramConfig  # the `ngram` params section (nlpzoo.families)
 
 
 def estimate_discounts(counts: np.ndarray) -> np.ndarray:

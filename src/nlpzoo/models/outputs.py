@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nlpzoo.families import KINDS
+
 # ---------------------------------------------------------------------------------- Huffman tree
 
 
@@ -269,7 +271,6 @@ class AdaptiveSoftmax(nn.Module):
 
 # ---------------------------------------------------------------------------------- factory
 
-KINDS = ("softmax", "hierarchical", "adaptive")
 
 
 def make_output(

@@ -28,52 +28,16 @@ d_k = C / h, N = `num_layers` (in the encoder and the decoder).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.config import require
-from nlpzoo.data.mt import IGNORE, check_mt_config
+from nlpzoo.data.mt import IGNORE
 from nlpzoo.data.vocab import BOS, PAD
+from nlpzoo.families import TransformerConfig
 
-
-@dataclass
-class Config:
-    d_model: int = 256  # C (paper base: 512)
-    heads: int = 4  # h; d_k = C / h = 64 as in the paper (base: 8)
-    num_layers: int = 3  # N, encoder and decoder layers each (paper: 6)
-    d_ff: int = 1024  # inner FFN size, 4·C as in the paper (base: 2048)
-    dropout: float = 0.1  # P_drop (paper base: 0.1)
-    norm: str = "post"  # post (the paper: LN(x + Sublayer(x))) | pre (x + Sublayer(LN(x)))
-    max_positions: int = 256  # longest source or target the positions table covers
-    label_smoothing: float = 0.1  # ε_ls (paper: 0.1)
-    batch_size: int = 128  # sentence pairs per step (paper: ~25k tokens)
-    max_len: int = 64  # training pairs with a longer side (in pieces) are skipped
-    optimizer: str = "adam"  # adam (the paper) | sgd
-    lr: float = 0.001  # peak learning rate, reached after warmup_steps (paper: ≈ 7e-4 for base)
-    adam_beta2: float = 0.98  # the paper's β_2
-    lr_decay: float = 0.0
-    warmup_steps: int = 800  # linear warm-up, then ∝ 1/√step (paper: 4000)
-    weight_decay: float = 0.0
-    beam_size: int = 5  # beam search width at evaluation (paper: 4)
-    length_penalty: float = 0.6  # α of lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016; paper 0.6)
-    max_len_ratio: float = 1.5  # a translation ends by ratio · |source| + 10 pieces
-
-    def __post_init__(self) -> None:
-        check_mt_config(self)
-        check_sizes(self)
-
-
-def check_sizes(c) -> None:
-    """The size checks shared by the Transformer configs (encoder-decoder and decoder-only)."""
-    for key in ("d_model", "heads", "num_layers", "d_ff", "max_positions"):
-        require(getattr(c, key) >= 1, key, f"must be >= 1, got {getattr(c, key)}")
-    require(c.d_model % c.heads == 0, "heads", f"must divide d_model ({c.d_model}), got {c.heads}")
-    require(c.d_model % 2 == 0, "d_model", "must be even (sin/cos position pairs)")
-    require(c.norm in ("post", "pre"), "norm", f"must be post or pre, got {c.norm!r}")
-    require(0.0 < c.adam_beta2 < 1.0, "adam_beta2", "must be in (0, 1)")
+Config = TransformerConfig  # the `transformer` params section (nlpzoo.families)
 
 
 def attention(

@@ -60,15 +60,14 @@ Brown the mean's gradient gave WordSim-353 ρ 0.16 against 0.20–0.23 after 5 e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.config import require
 from nlpzoo.errors import ConfigError
+from nlpzoo.families import Word2VecConfig
 from nlpzoo.models.outputs import huffman_tree
 
 FIRST_WORD = 4  # ids 0..3 are the specials <unk> <s> </s> <pad>: never targets or noise words
@@ -76,49 +75,9 @@ FIRST_WORD = 4  # ids 0..3 are the specials <unk> <s> </s> <pad>: never targets 
 # centres per step when `batch_size` is null: measured on Brown (2 CPU cores) as the fastest size
 # that is stable for the whole run at word2vec.c's rates (larger ones diverge with hierarchical
 # softmax, whose root node is in every pair)
-BATCH_SIZES = {
-    ("cbow", "negative"): 1024,
-    ("cbow", "hierarchical"): 256,
-    ("skipgram", "negative"): 256,
-    ("skipgram", "hierarchical"): 128,
-}
 
 
-@dataclass
-class Config:
-    model: str = "skipgram"  # skipgram | cbow
-    objective: str = "negative"  # negative (sampling) | hierarchical (softmax)
-    dim: int = 100  # d, size of the word vectors
-    window: int = 5  # largest distance of a context word (dynamic window: 1..window per centre)
-    negative: int = 5  # K noise words per pair (negative sampling)
-    ns_exponent: float = 0.75  # noise distribution ∝ count^0.75 (2013b §2.2)
-    sample: float = 1e-3  # sub-sampling threshold s (2013b §2.3); 0 keeps every token
-    lr: float | None = None  # starting rate per pair; null: word2vec.c's 0.025 sg / 0.05 cbow
-    min_lr_ratio: float = 1e-4  # the rate never falls below lr·min_lr_ratio (word2vec.c)
-    batch_size: int | None = None  # centre words per step; null: BATCH_SIZES[model, objective]
-
-    def __post_init__(self) -> None:
-        require(
-            self.model in ("skipgram", "cbow"),
-            "model",
-            f"must be skipgram or cbow, got {self.model!r}",
-        )
-        require(
-            self.objective in ("negative", "hierarchical"),
-            "objective",
-            f"must be negative or hierarchical, got {self.objective!r}",
-        )
-        if self.batch_size is None:
-            self.batch_size = BATCH_SIZES[self.model, self.objective]
-        for key in ("dim", "window", "batch_size"):
-            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
-        require(self.negative >= 1, "negative", f"must be >= 1, got {self.negative}")
-        require(self.ns_exponent >= 0, "ns_exponent", f"must be >= 0, got {self.ns_exponent}")
-        require(self.sample >= 0, "sample", f"must be >= 0, got {self.sample}")
-        require(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]")
-        if self.lr is None:
-            self.lr = 0.05 if self.model == "cbow" else 0.025  # word2vec.c's defaults
-        require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
+Config = Word2VecConfig  # the `word2vec` params section (nlpzoo.families)
 
 
 def alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from nlpzoo.io import atomic_dir, atomic_write_text
+from nlpzoo.params import ReportConfig
 from nlpzoo.report import figures, tables
 from nlpzoo.report.document import (
     Block,
@@ -28,15 +29,7 @@ from nlpzoo.report.document import (
     to_html,
     to_markdown,
 )
-from nlpzoo.report.inputs import (
-    Provenance,
-    ReportConfig,
-    Run,
-    load_curve,
-    load_json,
-    load_runs,
-    read_vectors,
-)
+from nlpzoo.report.inputs import Provenance, Run, load_curve, load_json, load_runs, read_vectors
 
 log = logging.getLogger(__name__)
 

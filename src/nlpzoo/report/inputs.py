@@ -1,6 +1,6 @@
 """What the report reads, and what it notes as missing instead of failing.
 
-metrics/RUN.json          flat metrics of one run (DESIGN §5); metrics/mixtures.json
+metrics/RUN.json          flat metrics of one run (docs/design.md §4); metrics/mixtures.json
 plots/RUN.csv             learning curve: epoch, step, train_loss, val_loss, val_ppl, seconds
 eval/RUN/                 neighbours.json, MT samples and attention arrays
 models/RUN/vectors.txt    word2vec text format; only the rows of the probe words are read
@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nlpzoo.config import require
-
 log = logging.getLogger(__name__)
 
 # keys each task's table needs; a run without one of them is listed in the footer
@@ -35,23 +33,6 @@ REQUIRED = {
     ),
     "mt": ("bleu", "chrf", "test_ppl"),
 }
-
-
-@dataclass
-class ReportConfig:
-    """The `report:` params section."""
-
-    projection: str = "pca"  # pca | tsne: the 2-D map of probe words and their neighbours
-    neighbours: int = 5  # nearest neighbours per probe word, in the table and on the map
-    samples: int = 3  # sample translations shown per MT run
-    attention_sentences: int = 2  # attention heatmaps per MT run
-    seed: int = 0  # t-SNE's random state
-
-    def __post_init__(self) -> None:
-        require(self.projection in ("pca", "tsne"), "projection", "must be pca or tsne")
-        require(self.neighbours >= 1, "neighbours", "must be >= 1")
-        require(self.samples >= 0, "samples", "must be >= 0")
-        require(self.attention_sentences >= 0, "attention_sentences", "must be >= 0")
 
 
 @dataclass
