@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install repro test lint dashboard clean
+.PHONY: install repro test lint dashboard clean pipeline
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,3 +33,6 @@ dashboard: $(STAMP)
 
 clean:
 	rm -rf data models metrics plots reports mlflow.db mlruns
+
+pipeline: $(STAMP)
+	$(BIN)/python -m nlpzoo pipeline

@@ -1,4 +1,4 @@
-"""Kill `train@lstm_lm` half-way, rerun it, and compare with an uninterrupted run.
+"""Kill `train-lstm_lm` half-way, rerun it, and compare with an uninterrupted run.
 
 Usage: python benchmarks/kill_resume.py [--data DIR] [--fraction F] [--epochs N]
                                         [--checkpoint-steps S | --checkpoint-minutes M]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import tempfile
 import time
@@ -29,7 +28,7 @@ from nlpzoo.config import build
 from nlpzoo.data.lm import lm_dataloaders
 from nlpzoo.data.vocab import Vocab, load_stream
 from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
-from nlpzoo.models import FAMILIES
+from nlpzoo.families import FAMILIES
 from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, make_trainer
 
@@ -47,10 +46,9 @@ def variants(run: str, family: str, section: dict) -> list[tuple[str, dict]]:
 
 
 def train_and_score(family, cfg, vocab, train, valid, tokens, clip, tmp: Path):
-    _, model_cls = FAMILIES[family]
     torch.manual_seed(0)
     module = FamilyModule(family, dataclasses.asdict(cfg), len(vocab), "bench", vocab.counts)
-    loader, _ = lm_dataloaders(model_cls, cfg, train, valid, seed=0)
+    loader, _ = lm_dataloaders(FAMILIES[family], cfg, train, valid, seed=0)
     per_step = cfg.batch_size * getattr(cfg, "bptt", 1)
     steps = max(1, min(tokens // per_step, len(loader)))
     tcfg = TrainerConfig(
@@ -66,8 +64,8 @@ def train_and_score(family, cfg, vocab, train, valid, tokens, clip, tmp: Path):
     trainer.fit(module, loader)
     seconds = time.perf_counter() - t0
     model = module.model.eval()
-    ppl = perplexity(lm_log_probs(model, valid, cfg))
-    cost = model.cost_per_token(len(vocab)) if hasattr(model, "cost_per_token") else math.nan
+    ppl = perplexity(lm_log_probs(FAMILIES[family], model, valid, cfg))
+    cost = model.cost(len(vocab)).multiply_adds
     return steps * per_step / seconds, cost, ppl, steps * per_step
 
 
@@ -95,7 +93,7 @@ def main() -> None:
         clip = (params[run].get("trainer") or {}).get("gradient_clip_val")
         base = None
         for label, change in variants(run, family, section):
-            cfg = build(FAMILIES[family][0], {**section, **change}, run)
+            cfg = build(FAMILIES[family].config, {**section, **change}, run)
             with tempfile.TemporaryDirectory() as tmp:
                 rate, cost, ppl, _ = train_and_score(
                     family, cfg, vocab, train, valid, args.tokens, clip, Path(tmp)

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/mt_families.py [--decode N [--untrained] [--threads T]]
 Reads `metrics/RUN.json` of every translation run in params.yaml (so run
-`dvc repro evaluate@seq2seq evaluate@attention evaluate@transformer evaluate@decoder_mt` first)
+`dvc repro evaluate-seq2seq evaluate-attention evaluate-transformer evaluate-decoder_mt` first)
 and prints, per run: Multi30k-style BLEU (tokenized lowercase) with beam search, sacreBLEU and
 chrF, the issue's target and the published tutorial figure for the family (bentrevett's PyTorch
 seq2seq series, word-level, de→en test_2016_flickr), decoding speed (sentences/s, beam) and
@@ -34,20 +34,21 @@ def _model(run: str, spec: dict, params: dict, untrained: bool):
     import torch
 
     from nlpzoo.data.mt import Codec
-    from nlpzoo.models import FAMILIES
-    from nlpzoo.mt_runner import load_mt_model
+    from nlpzoo.families import FAMILIES
+    from nlpzoo.lifecycle import load_model
 
     run_dir = ROOT / "models" / run
     if (run_dir / "model.pt").is_file():
-        return load_mt_model(run_dir), Codec(run_dir / "spm.model"), "trained"
+        return load_model(run_dir), Codec(run_dir / "spm.model"), "trained"
     spm = ROOT / "data" / spec["data"] / "spm.model"
     if not untrained or not spm.is_file():
         return None, None, ""
     codec = Codec(spm)
-    cfg_cls, model_cls = FAMILIES[spec["family"]]
+    family = FAMILIES[spec["family"]]
     section = {k: v for k, v in (params.get(run) or {}).items() if k != "trainer"}
     torch.manual_seed(0)
-    return model_cls(cfg_cls(**section), len(codec)).eval(), codec, "untrained"
+    model = family.model_class()(family.config(**section), len(codec))
+    return model.eval(), codec, "untrained"
 
 
 def _measure(model, codec, spec: dict, n: int) -> dict:
@@ -91,7 +92,7 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    from nlpzoo.models import TASKS
+    from nlpzoo.families import FAMILIES
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     head = (
@@ -103,11 +104,11 @@ def main() -> None:
     print("-" * len(head))
     for run, spec in params["models"].items():
         family = spec["family"]
-        if TASKS.get(family) != "mt":
+        if FAMILIES[family].task != "mt":
             continue
         path = ROOT / "metrics" / f"{run}.json"
         if not path.is_file():
-            print(f"{run:<12} {family:<11} (no metrics: dvc repro evaluate@{run})")
+            print(f"{run:<12} {family:<11} (no metrics: dvc repro evaluate-{run})")
             continue
         m = json.loads(path.read_text())
         greedy, beam = m.get("decode_sents_per_s_greedy"), m.get("decode_sents_per_s_beam")
@@ -130,7 +131,7 @@ def main() -> None:
 
 
 def _decode_table(params: dict, n: int, untrained: bool) -> None:
-    from nlpzoo.models import TASKS
+    from nlpzoo.families import FAMILIES
 
     print(f"\nDecoding the first {n} test sentences, sentences/s (all rows -> active rows only):")
     head = (
@@ -140,7 +141,7 @@ def _decode_table(params: dict, n: int, untrained: bool) -> None:
     print(head)
     print("-" * len(head))
     for run, spec in params["models"].items():
-        if TASKS.get(spec["family"]) != "mt":
+        if FAMILIES[spec["family"]].task != "mt":
             continue
         model, codec, kind = _model(run, spec, params, untrained)
         if model is None:

@@ -1,31 +1,39 @@
 """Word2vec on Brown: nlpzoo's CBOW and skip-gram against gensim 4, side by side in one run.
 
-Usage: python benchmarks/word2vec_vs_gensim.py [path/to/brown.zip] [--threads 2] [--epochs 5]
-           [--variants cbow-ns,sg-ns,cbow-hs,sg-hs] [--seeds 3] [--plain] [--autograd]
-           [--hogwild] [--batch-size N]
+Usage: python benchmarks/word2vec_vs_gensim.py [path/to/brown.zip] [--threads 1,2] [--epochs 5]
+           [--variants cbow-ns,sg-ns,cbow-hs,sg-hs] [--seeds 3] [--train-tokens 800000]
+           [--torch] [--out benchmarks/results/word2vec_vs_gensim.json]
 
 Both train on the same text with the same settings: the Bengio split's first 800,000 tokens of
 Brown, lowercased, one vocabulary (min_count 5), dim 100, window 5, sample 1e-3, 5 negatives or
 hierarchical softmax, word2vec.c's starting rates (0.025 skip-gram, 0.05 CBOW) decaying to 1e-4 of
-that, and `--threads` worker threads (gensim) / intra-op threads (torch).
+that, and the same number of worker threads (gensim's `workers`, the kernel's `threads`).
 
-Ours is trained as the pipeline trains it: the Lightning module of the `cbow` / `skipgram` runs
-(one process, `Word2Vec.train_step` per batch of nlpzoo.data.word2vec). `--plain` adds the same
-steps in a plain loop, to show what the Trainer costs. `--autograd` adds forward, backward and
-the SGD of `configure_optimizers` (what a DDP step does). `--hogwild` adds `--threads` processes of
-one thread each sharing the weights without locks (Recht et al. 2011), the way gensim's and
-word2vec.c's worker threads train; worker r takes the batches of rank r.
+Ours is trained through the pipeline's own entry point, `nlpzoo.lifecycle.train`, on a project
+folder holding that vocabulary and stream: the `word2vec` family with its default backend (the
+compiled kernel, one Lightning step per chunk of the stream), its Trainer, callbacks, resume
+checkpoints and MLflow logging (to a database in the temporary folder), exactly as `dvc repro`
+runs it; the time is the run's `fit_seconds` (Trainer.fit). `--torch` adds the same runs with
+`backend: torch` (the batched PyTorch steps, the path for DDP and GPUs). The kernel is compiled
+(or its cache loaded) by a tiny warm-up run before anything is timed.
 
 words/s is gensim's convention: raw corpus words (before sub-sampling and before unknown words
 are dropped) times epochs, per second of training; vocabulary building is not timed. Quality uses
 one protocol for both models' vectors: nlpzoo.evaluation (WordSim-353 Spearman ρ, 3CosAdd analogy
-accuracy over the 30,000 most frequent words), or gensim's evaluators if nlpzoo's are missing.
+accuracy over the 30,000 most frequent words). Speed is the median over seeds, quality the mean.
+
+The result goes to `--out` as JSON: one entry per variant and thread count, with both words/s,
+speed_ratio (ours / gensim), both analogy accuracies (%) and ρ, the threads, and the 1-minute
+load average before and after the variant (a busy machine makes the speeds meaningless).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,10 +43,10 @@ import torch
 
 from nlpzoo.data.prepare import brown_sentences
 from nlpzoo.data.vocab import EOS, Vocab
-from nlpzoo.data.word2vec import Word2VecPairs
-from nlpzoo.models.word2vec import Config, Word2Vec
+from nlpzoo.models.word2vec import Config
 
-DATASETS = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT / ".." / "shared" / "datasets"
 VARIANTS = {  # name → (model, objective)
     "cbow-ns": ("cbow", "negative"),
     "sg-ns": ("skipgram", "negative"),
@@ -49,11 +57,11 @@ TRAIN_TOKENS = 800_000  # Bengio et al. (2003)'s training split
 MIN_COUNT = 5
 
 
-def load_brown(zip_path: Path) -> tuple[list[list[str]], Vocab, np.ndarray]:
+def load_brown(zip_path: Path, train_tokens: int) -> tuple[list[list[str]], Vocab, np.ndarray]:
     """Training sentences (lowercased), their vocabulary and the `</s>`-terminated id stream."""
     sentences, seen = [], 0
     for sent in brown_sentences(zip_path, lowercase=True, max_line_bytes=10**6):
-        if seen >= TRAIN_TOKENS:  # the sentence that crosses the boundary stays in train
+        if seen >= train_tokens:  # the sentence that crosses the boundary stays in train
             break
         sentences.append(sent)
         seen += len(sent)
@@ -63,30 +71,20 @@ def load_brown(zip_path: Path) -> tuple[list[list[str]], Vocab, np.ndarray]:
     return sentences, vocab, stream
 
 
-def quality(words: list[str], vectors: np.ndarray) -> dict[str, float]:
+def quality(words: list[str], vectors: np.ndarray, datasets: Path) -> dict[str, float]:
     """WordSim-353 ρ and analogy accuracy, the same protocol for every model's vectors."""
-    ws, qw = DATASETS / "wordsim353.tsv", DATASETS / "questions-words.txt"
-    try:
-        from nlpzoo.evaluation.analogy import evaluate_analogies
-        from nlpzoo.evaluation.similarity import evaluate_similarity
-    except ImportError:
-        from gensim.models import KeyedVectors
+    from nlpzoo.evaluation.analogy import evaluate_analogies
+    from nlpzoo.evaluation.similarity import evaluate_similarity
 
-        kv = KeyedVectors(vectors.shape[1])
-        kv.add_vectors(words, vectors)
-        return {
-            "ws353": kv.evaluate_word_pairs(str(ws), case_insensitive=True)[1][0],
-            "analogy": kv.evaluate_word_analogies(str(qw), restrict_vocab=30000)[0],
-        }
+    ws, qw = datasets / "wordsim353.tsv", datasets / "questions-words.txt"
     return {
         "ws353": evaluate_similarity(words, vectors, ws, "ws353")["ws353_rho"],
         "analogy": evaluate_analogies(words, vectors, qw, restrict_vocab=30000)["analogy_acc"],
     }
 
 
-def train_gensim(
-    sentences, model: str, objective: str, args
-) -> tuple[float, list[str], np.ndarray]:
+def train_gensim(sentences, model: str, objective: str, threads: int, epochs: int, seed: int):
+    """(seconds, words, vectors) of gensim's Word2Vec with the same settings."""
     from gensim.models import Word2Vec as GensimWord2Vec
 
     lr = Config(model=model).lr
@@ -100,189 +98,173 @@ def train_gensim(
         negative=5 if objective == "negative" else 0,
         alpha=lr,
         min_alpha=lr * 1e-4,
-        workers=args.threads,
-        seed=args.seed,
+        workers=threads,
+        seed=seed,
     )
     g.build_vocab(sentences)
     t0 = time.perf_counter()
-    g.train(sentences, total_examples=g.corpus_count, epochs=args.epochs)
+    g.train(sentences, total_examples=g.corpus_count, epochs=epochs)
     seconds = time.perf_counter() - t0
     return seconds, list(g.wv.index_to_key), g.wv.vectors
 
 
-def _hogwild_worker(rank: int, world: int, w2v: Word2Vec, stream, counts, args) -> None:
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed + rank)  # each worker its own noise words
-    cfg = w2v.config
-    ds = Word2VecPairs(stream, cfg.window, cfg.sample, cfg.batch_size, counts, rank, world)
-    total, step = args.epochs * len(ds), 0
-    for epoch in range(args.epochs):
-        ds.set_epoch(epoch)
-        for i in range(len(ds)):
-            # workers advance together, so a worker's share of its steps is the run's progress
-            w2v.train_step(*ds[i], w2v.lr_at(step, total))
-            step += 1
+def make_project(root: Path, vocab: Vocab, stream: np.ndarray) -> Path:
+    """What the vocab stage writes: `data/vocab/lm/{vocab.txt, train.npy}`."""
+    out = root / "data" / "vocab" / "lm"
+    out.mkdir(parents=True, exist_ok=True)
+    vocab.save(out / "vocab.txt")
+    np.save(out / "train.npy", stream.astype(np.int32))
+    return root
 
 
-def train_hogwild(stream: np.ndarray, vocab: Vocab, cfg: Config, args) -> tuple[float, np.ndarray]:
-    import torch.multiprocessing as mp
-
-    torch.manual_seed(args.seed)
-    w2v = Word2Vec(cfg, len(vocab), vocab.counts)
-    w2v.share_memory()  # the workers update these very tensors in place
-    ctx = mp.get_context("fork")
-    t0 = time.perf_counter()
-    workers = [
-        ctx.Process(target=_hogwild_worker, args=(r, args.threads, w2v, stream, vocab.counts, args))
-        for r in range(args.threads)
-    ]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return time.perf_counter() - t0, w2v.embeddings().numpy()
-
-
-def train_ours(
-    stream: np.ndarray, vocab: Vocab, cfg: Config, args, autograd: bool
+def train_pipeline(
+    root: Path, model: str, objective: str, threads: int, epochs: int, seed: int, backend: str
 ) -> tuple[float, np.ndarray, float]:
-    torch.manual_seed(args.seed)
-    w2v = Word2Vec(cfg, len(vocab), vocab.counts)
-    t0 = time.perf_counter()
-    ds = Word2VecPairs(stream, cfg.window, cfg.sample, cfg.batch_size, vocab.counts)
-    total, step, loss = args.epochs * len(ds), 0, float("nan")
-    if autograd:
-        sc = w2v.configure_optimizers(total)
-        opt, sched = sc["optimizer"], sc["lr_scheduler"]["scheduler"]
-    for epoch in range(args.epochs):
-        ds.set_epoch(epoch)
-        losses = []
-        for i in range(len(ds)):
-            inputs, targets = ds[i]
-            if autograd:
-                opt.zero_grad()
-                _, out = w2v(inputs, targets)
-                out.backward()
-                opt.step()
-                sched.step()
-                losses.append(out.detach())
-            else:
-                losses.append(w2v.train_step(inputs, targets, w2v.lr_at(step, total)))
-            step += 1
-        loss = float(torch.stack(losses).mean())
-    seconds = time.perf_counter() - t0
-    return seconds, w2v.embeddings().numpy(), loss
+    """(fit seconds, vectors, last epoch's training loss) of one run through the pipeline's
+    entry point, `nlpzoo.lifecycle.train`."""
+    from nlpzoo import lifecycle
 
-
-def train_lightning(
-    stream: np.ndarray, vocab: Vocab, cfg: Config, args
-) -> tuple[float, np.ndarray, float]:
-    """The pipeline's path: FamilyModule (closed-form step in one process) under a Trainer."""
-    import dataclasses
-    import tempfile
-
-    from nlpzoo.data.word2vec import word2vec_dataloader
-    from nlpzoo.params import TrainerConfig
-    from nlpzoo.training import FamilyModule, make_trainer
-
-    torch.manual_seed(args.seed)
-    module = FamilyModule("word2vec", dataclasses.asdict(cfg), len(vocab), "bench", vocab.counts)
-    tcfg = TrainerConfig(accelerator="cpu", devices=1, max_epochs=args.epochs)
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        trainer = make_trainer(tcfg, "bench", tmp / "c.csv", tmp / "ck", None, args.seed, False)
-        loader = word2vec_dataloader(cfg, stream, vocab.counts, seed=args.seed)
-        t0 = time.perf_counter()
-        trainer.fit(module, loader)
-        seconds = time.perf_counter() - t0
-    loss = float(trainer.callback_metrics["train/loss_epoch"])
-    return seconds, module.model.embeddings().numpy(), loss
+    name = f"{model}_{objective}_{backend}_{threads}_{seed}"
+    params = {
+        "seed": seed,
+        "models": {name: {"family": "word2vec", "data": "vocab/lm"}},
+        name: {
+            "model": model,
+            "objective": objective,
+            "dim": 100,
+            "window": 5,
+            "negative": 5,
+            "sample": 1e-3,
+            "backend": backend,
+            "threads": threads,
+            "trainer": {
+                "max_epochs": epochs,
+                "accelerator": "cpu",
+                "devices": 1,
+                "threads": threads,  # torch's intra-op threads (the torch backend)
+            },
+        },
+    }
+    stats = lifecycle.train(params, name, root)
+    blob = torch.load(root / "models" / name / "model.pt", map_location="cpu", weights_only=True)
+    vectors = blob["state_dict"]["W_in"].numpy()
+    curve = (root / "plots" / f"{name}.csv").read_text().split()
+    header, last = curve[0].split(","), curve[-1].split(",")
+    loss = float(last[header.index("train_loss")] or "nan")
+    return float(stats["fit_seconds"]), vectors, loss
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("zip", nargs="?", type=Path, default=DATASETS / "brown.zip")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--autograd", action="store_true", help="also time the autograd path")
-    ap.add_argument("--hogwild", action="store_true", help="also train in --threads processes")
-    ap.add_argument("--plain", action="store_true", help="also time train_step in a plain loop")
-    ap.add_argument("--batch-size", type=int, default=0, help="0: the Config default")
     ap.add_argument("--seeds", type=int, default=3, help="seeds 1..N; quality is their mean")
+    ap.add_argument("--train-tokens", type=int, default=TRAIN_TOKENS)
+    ap.add_argument("--torch", action="store_true", help="also time backend: torch")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/word2vec_vs_gensim.json")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    sentences, vocab, stream = load_brown(args.zip)
+    datasets = args.zip.parent
+    sentences, vocab, stream = load_brown(args.zip, args.train_tokens)
     words = sum(len(s) for s in sentences)  # the words/s numerator, per epoch
+    seeds = list(range(1, args.seeds + 1))
     print(
         f"Brown train: {len(sentences):,} sentences, {words:,} words, V = {len(vocab):,} "
-        f"(min_count {MIN_COUNT}, lowercased); {args.epochs} epochs, {args.threads} threads; "
-        f"{args.seeds} seeds (quality: mean; words/s: median); load average "
-        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+        f"(min_count {MIN_COUNT}, lowercased); {args.epochs} epochs; {args.seeds} seeds "
+        f"(quality: mean; words/s: median); load average {os.getloadavg()[0]:.2f} on "
+        f"{os.cpu_count()} CPUs"
     )
     print(
-        "| variant | trainer | batch | words/s | vs gensim | final loss "
-        "| WS-353 ρ | vs gensim | analogy % | vs gensim |"
+        "| variant | threads | trainer | words/s | vs gensim | WS-353 ρ | analogy % | final loss |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    seeds = range(1, args.seeds + 1)
+    print("|---|---|---|---|---|---|---|---|")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_project(Path(tmp), vocab, stream)
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
+        # compile the kernel (or load its cache) outside any timing
+        warm = make_project(Path(tmp) / "warm", vocab, stream[: min(len(stream), 20_000)])
+        train_pipeline(warm, "skipgram", "negative", 1, 1, 0, "numba")
 
-    def summary(results):  # [(seconds, words, vectors, loss)] over seeds
-        rates = sorted(words * args.epochs / r[0] for r in results)
-        qs = [quality(r[1], r[2]) for r in results]
-        return (
-            rates[len(rates) // 2],
-            float(np.mean([q["ws353"] for q in qs])),
-            100 * float(np.mean([q["analogy"] for q in qs])),
-            float(np.mean([r[3] for r in results])),
-        )
+        def summary(runs) -> dict:  # [(seconds, words, vectors, loss)] over seeds
+            rates = sorted(words * args.epochs / r[0] for r in runs)
+            qs = [quality(r[1], r[2], datasets) for r in runs]
+            return {
+                "words_per_s": rates[len(rates) // 2],
+                "ws353": float(np.mean([q["ws353"] for q in qs])),
+                "analogy": 100 * float(np.mean([q["analogy"] for q in qs])),
+                "loss": float(np.mean([r[3] for r in runs])),
+            }
 
-    for name in args.variants.split(","):
-        model, objective = VARIANTS[name]
-        runs = []
-        for seed in seeds:
-            args.seed = seed
-            sec, gwords, gvec = train_gensim(sentences, model, objective, args)
-            runs.append((sec, gwords, gvec, float("nan")))
-        g_rate, g_ws, g_an, _ = summary(runs)
-        print(
-            f"| {name} | gensim {__import__('gensim').__version__} | - | {g_rate / 1e6:.3f} M "
-            f"| 1.00 | - | {g_ws:.3f} | - | {g_an:.2f} | - |",
-            flush=True,
-        )
-        extra = {"batch_size": args.batch_size} if args.batch_size else {}
-        cfg = Config(model=model, objective=objective, **extra)
-        trainers = (
-            ["lightning"]
-            + ["train_step"] * args.plain
-            + ["autograd"] * args.autograd
-            + ["hogwild"] * args.hogwild
-        )
-        labels = {
-            "lightning": "nlpzoo (pipeline: Lightning)",
-            "train_step": "nlpzoo train_step loop",
-            "autograd": "nlpzoo autograd+SGD loop",
-            "hogwild": f"nlpzoo train_step, {args.threads} processes",
-        }
-        for trainer in trainers:
-            runs = []
-            for seed in seeds:
-                args.seed = seed
-                if trainer == "hogwild":
-                    sec, vec = train_hogwild(stream, vocab, cfg, args)
-                    loss = float("nan")
-                elif trainer == "lightning":
-                    sec, vec, loss = train_lightning(stream, vocab, cfg, args)
-                else:
-                    sec, vec, loss = train_ours(stream, vocab, cfg, args, trainer == "autograd")
-                runs.append((sec, vocab.words, vec, loss))
-            rate, ws, an, loss = summary(runs)
-            print(
-                f"| {name} | {labels[trainer]} | {cfg.batch_size} | {rate / 1e6:.3f} M "
-                f"| {rate / g_rate:.2f} | {loss:.3f} | {ws:.3f} | {ws - g_ws:+.3f} "
-                f"| {an:.2f} | {an - g_an:+.2f} |",
-                flush=True,
-            )
+        for threads in [int(t) for t in args.threads.split(",")]:
+            torch.set_num_threads(threads)
+            for name in args.variants.split(","):
+                model, objective = VARIANTS[name]
+                load_before = os.getloadavg()[0]
+                g = summary(
+                    [
+                        (*train_gensim(sentences, model, objective, threads, args.epochs, s), 0.0)
+                        for s in seeds
+                    ]
+                )
+                print(
+                    f"| {name} | {threads} | gensim {__import__('gensim').__version__} "
+                    f"| {g['words_per_s'] / 1e6:.3f} M | 1.00 | {g['ws353']:.3f} "
+                    f"| {g['analogy']:.2f} | - |",
+                    flush=True,
+                )
+                ours = {}
+                for backend in ["numba"] + ["torch"] * args.torch:
+                    runs = []
+                    for s in seeds:
+                        sec, vec, loss = train_pipeline(
+                            root, model, objective, threads, args.epochs, s, backend
+                        )
+                        runs.append((sec, vocab.words, vec, loss))
+                    ours[backend] = o = summary(runs)
+                    print(
+                        f"| {name} | {threads} | nlpzoo pipeline ({backend}) "
+                        f"| {o['words_per_s'] / 1e6:.3f} M "
+                        f"| {o['words_per_s'] / g['words_per_s']:.2f} "
+                        f"| {o['ws353']:.3f} ({o['ws353'] - g['ws353']:+.3f}) "
+                        f"| {o['analogy']:.2f} ({o['analogy'] - g['analogy']:+.2f}) "
+                        f"| {o['loss']:.3f} |",
+                        flush=True,
+                    )
+                o = ours["numba"]
+                entry = {
+                    "variant": name,
+                    "threads": threads,
+                    "gensim_words_per_s": round(g["words_per_s"]),
+                    "nlpzoo_words_per_s": round(o["words_per_s"]),
+                    "speed_ratio": round(o["words_per_s"] / g["words_per_s"], 3),
+                    "gensim_analogy": round(g["analogy"], 2),
+                    "nlpzoo_analogy": round(o["analogy"], 2),
+                    "gensim_ws353": round(g["ws353"], 4),
+                    "nlpzoo_ws353": round(o["ws353"], 4),
+                    "nlpzoo_train_loss": round(o["loss"], 4),
+                    "load_average_before": round(load_before, 2),
+                    "load_average_after": round(os.getloadavg()[0], 2),
+                }
+                if "torch" in ours:
+                    entry["torch_words_per_s"] = round(ours["torch"]["words_per_s"])
+                    entry["torch_ws353"] = round(ours["torch"]["ws353"], 4)
+                    entry["torch_analogy"] = round(ours["torch"]["analogy"], 2)
+                results.append(entry)
+    out = {
+        "benchmark": "word2vec_vs_gensim",
+        "corpus": f"Brown, first {args.train_tokens:,} tokens, lowercased, min_count {MIN_COUNT}",
+        "words_per_epoch": words,
+        "epochs": args.epochs,
+        "seeds": args.seeds,
+        "cpus": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,18 @@
-"""Evaluate one trained run with the shared protocol (perplexity, and more as the family allows).
+"""Evaluate one trained run with its task's protocol (nlpzoo.tasks: perplexity, the word-vector
+protocol, BLEU and chrF, as the run's task and family allow).
 
 Usage: python stages/evaluate.py RUN
-Reads models/RUN/ and data/<models.RUN.data>/; writes metrics/RUN.json and models/RUN/eval/,
-and logs the metrics to the run's MLflow run.
+Reads models/RUN/ and data/<models.RUN.data>/; writes metrics/RUN.json and eval/RUN/, and logs
+the metrics to the run's MLflow run.
 """
 
-from nlpzoo import runner
+from nlpzoo import lifecycle
 from nlpzoo.cli import load_params, root, run_stage
 
 
 def main(argv: list[str]) -> None:
     (run,) = argv
-    runner.evaluate(load_params(), name=run, root=root())
+    lifecycle.evaluate(load_params(), name=run, root=root())
 
 
 if __name__ == "__main__":

@@ -9,9 +9,7 @@ import json
 import os
 import subprocess
 
-import yaml
-
-from nlpzoo.cli import root, run_stage
+from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.params import ReportConfig
 from nlpzoo.report.build import build_report
@@ -25,10 +23,7 @@ def git_revision(base) -> str:
 
 def main(argv: list[str]) -> None:
     base = root()
-    # read, not validated here: the training stages validate every run (and importing the model
-    # code for that would double this stage's time); the report renders whatever exists
-    with open(base / "params.yaml", encoding="utf-8") as f:
-        params = yaml.safe_load(f) or {}
+    params = load_params(base / "params.yaml")  # validated; imports no torch
     provenance = Provenance(
         git_rev=git_revision(base),
         exp_name=os.environ.get("DVC_EXP_NAME", ""),
@@ -44,11 +39,7 @@ def main(argv: list[str]) -> None:
         eval_dir=base / "eval",
         models_dir=base / "models",
         out_dir=base / "reports",
-        runs={
-            name: (entry or {}).get("family", "?")
-            for name, entry in params.get("models", {}).items()
-        },
-        params=params,
+        params=params,  # its enabled runs of `models:`; other metrics files are only listed
         config=build(ReportConfig, params.get("report"), "report"),
         provenance=provenance,
         mlflow=True,  # each run's figures as artifacts of its MLflow run

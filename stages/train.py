@@ -5,13 +5,13 @@ Reads data/<models.RUN.data>/ and params `RUN`, `models.RUN`, `trainer`, `seed`;
 writes models/RUN/ and plots/RUN.csv, and opens the run's MLflow run.
 """
 
-from nlpzoo import runner
+from nlpzoo import lifecycle
 from nlpzoo.cli import load_params, root, run_stage
 
 
 def main(argv: list[str]) -> None:
     (run,) = argv
-    runner.train(load_params(), name=run, root=root())
+    lifecycle.train(load_params(), name=run, root=root())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlpzoo import cli, io, runner
+from nlpzoo import cli, io, lifecycle
 from nlpzoo.data.vocab import build_lm_vocab
 from nlpzoo.errors import DataError
 from nlpzoo.params import LMVocabConfig
@@ -53,7 +53,7 @@ def test_split_smaller_than_the_context_is_refused(project, run, section, messag
     np.save(valid, np.load(valid)[:9])
     params = {"models": {run: {"family": section["family"], "data": "vocab/lm"}}, run: section}
     with pytest.raises(DataError) as err:
-        runner.train(params, run, project)
+        lifecycle.train(params, run, project)
     assert f"run '{run}': {message}" in str(err.value)
     assert not (project / "models").exists() or list((project / "models").iterdir()) == []
 
@@ -97,12 +97,12 @@ def test_disk_full_while_encoding_keeps_the_previous_vocabulary(tmp_path, monkey
 
 def test_disk_full_while_saving_a_model_keeps_the_previous_one(project, monkeypatch):
     params = {"models": {"ngram": {"family": "ngram", "data": "vocab/lm"}}, "ngram": {"order": 2}}
-    runner.train(params, "ngram", project)
+    lifecycle.train(params, "ngram", project)
     before = _snapshot(project / "models")
     _disk_full(monkeypatch, io.os, "fsync")  # the first atomic write of the rerun fails
     params["ngram"]["order"] = 3
     with pytest.raises(OSError, match="No space left"):
-        runner.train(params, "ngram", project)
+        lifecycle.train(params, "ngram", project)
     assert _snapshot(project / "models") == before  # old model intact, no temp folder
 
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from nlpzoo.tracking import Tracker
-from test_mt_runner import _tiny_params
-from test_mt_runner import project as project
+from test_lifecycle_mt import _tiny_params
+from test_lifecycle_mt import project as project
 from test_training_resume import _FirstStep, _inactive, _Kill, _train
 
 RUN = "transformer"
@@ -23,12 +23,14 @@ def test_killed_translation_run_resumes_from_its_last_epoch(project, monkeypatch
     params = _tiny_params(RUN)
     params[RUN]["trainer"].update(max_epochs=3, checkpoint_every_minutes=0)
     starts: list[int] = []
-    _train(monkeypatch, params, RUN, project, _FirstStep(starts))
+    uninterrupted = _train(monkeypatch, params, RUN, project, _FirstStep(starts))
     reference = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
     with pytest.raises((KeyboardInterrupt, SystemExit)):
         _train(monkeypatch, params, RUN, project, _Kill(7), _FirstStep(starts))
-    _train(monkeypatch, params, RUN, project, _FirstStep(starts))
+    stats = _train(monkeypatch, params, RUN, project, _FirstStep(starts))
     assert starts == [0, 0, 5]  # 5 batches per epoch: resumed from the end of epoch 1
     resumed = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
     for name, tensor in reference.items():
         torch.testing.assert_close(resumed[name], tensor, msg=name)
+    # the pieces trained on before the kill count too
+    assert stats["train_target_tokens"] == uninterrupted["train_target_tokens"]

@@ -138,7 +138,7 @@ def test_start_save_resume_finish(monkeypatch, tmp_path, db):
     history = client.get_metric_history(tracker.run_id, "val/ppl")
     assert sorted((m.step, m.value) for m in history) == [(10, 250.0), (20, 200.0)]
 
-    # evaluate@RUN: a new process reopens the same run
+    # evaluate-RUN: a new process reopens the same run
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         again = Tracker.resume(run_dir, "nnlm_big")
@@ -171,6 +171,29 @@ def test_resume_without_run_file_is_inactive(tmp_path):
         assert not tracker.active and tracker.run_id is None
         tracker.log_metrics({"test_ppl": 1.0})
         tracker.finish()
+
+
+def test_reopen_continues_an_interrupted_run(monkeypatch, tmp_path, db):
+    """What a resumed training run does with the id kept in checkpoints/RUN/: the same run,
+    RUNNING again; nothing recorded: None (a new run is started); rank 1: inactive."""
+    from pytorch_lightning.utilities import rank_zero_only
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
+    ckpt = tmp_path / "checkpoints" / "run"
+    assert Tracker.reopen(ckpt, "run") is None
+    first = Tracker.start("run", "nnlm", PARAMS)
+    first.save(ckpt)
+    first.finish("FAILED")  # a kill caught by the stage
+    again = Tracker.reopen(ckpt, "run")
+    client = MlflowClient(tracking_uri=db)
+    assert again.run_id == first.run_id and again.active
+    assert client.get_run(first.run_id).info.status == "RUNNING"
+    again.log_metrics({"val/ppl": 5.0}, step=7)
+    again.finish()
+    assert client.get_run(first.run_id).info.status == "FINISHED"
+    assert len(client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])) == 1
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    assert not Tracker.reopen(ckpt, "run").active
 
 
 # ---------------------------------------------------------------------------------- outages

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nlpzoo import runner
+from nlpzoo import lifecycle
 from nlpzoo.tracking import Tracker
 from test_tracking import assert_one_outage_warning, free_port, run_in_thread
 from test_training_resume import _inactive, make_project
@@ -43,8 +43,8 @@ def _project(root: Path) -> Path:
 
 
 def _train_and_evaluate(root: Path) -> dict:
-    runner.train(PARAMS, RUN, root)
-    return runner.evaluate(PARAMS, RUN, root)
+    lifecycle.train(PARAMS, RUN, root)
+    return lifecycle.evaluate(PARAMS, RUN, root)
 
 
 @pytest.fixture(scope="module")

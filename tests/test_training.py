@@ -283,3 +283,28 @@ def test_lr_decay_is_applied_per_step_inside_the_trainer(tmp_path):
     trainer.fit(module, loader(train, True), loader(valid, False))
     assert trainer.global_step == 5
     assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.2 / (1 + 0.5 * 5))
+
+
+def test_adam_takes_betas_and_eps_from_the_config():
+    model, cfg = nnlm(optimizer="adam", adam_beta1=0.8, adam_beta2=0.98, adam_eps=1e-9)
+    opt = make_optimizer(model, cfg)
+    assert [(g["betas"], g["eps"]) for g in opt.param_groups] == [((0.8, 0.98), 1e-9)] * 2
+
+
+def test_every_adam_family_gets_its_config_betas_through_the_module():
+    """The translation Transformer's default β₂ = 0.98 (Vaswani et al. §5.3), and a language
+    model's when params say so, reach Adam."""
+    from dataclasses import asdict
+
+    from nlpzoo.families import FAMILIES
+
+    for family, overrides, betas in (
+        ("transformer", {"d_model": 8, "heads": 2, "d_ff": 8, "num_layers": 1}, (0.9, 0.98)),
+        ("transformer_lm", {"d_model": 8, "heads": 2, "d_ff": 8, "adam_beta2": 0.98}, (0.9, 0.98)),
+        ("nnlm", {"context_size": 2}, (0.9, 0.999)),
+    ):
+        cfg = FAMILIES[family].config(**overrides)
+        out = FamilyModule(family, asdict(cfg), V).configure_optimizers()
+        opt = out["optimizer"] if isinstance(out, dict) else out
+        assert {g["betas"] for g in opt.param_groups} == {betas}, family
+        assert {g["eps"] for g in opt.param_groups} == {cfg.adam_eps}, family

@@ -1,8 +1,8 @@
 """Distributed data-parallel training on CPU: `ddp_spawn`, 2 processes, gloo (docs/design.md §9).
 
-Checks that the ranks end with identical weights, that the logged validation perplexity is the
-perplexity of the whole validation split (each token counted once across ranks), and that only
-rank 0 writes outputs and talks to MLflow.
+For a language model and a translation model alike: the ranks end with identical weights, the
+logged validation perplexity is the perplexity of the whole validation split (each token counted
+once across ranks), and only rank 0 writes outputs and talks to MLflow.
 """
 
 from __future__ import annotations
@@ -15,9 +15,13 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from nlpzoo import runner, training
+from nlpzoo import lifecycle, training
+from nlpzoo.data.mt import Codec, load_split
 from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
+from nlpzoo.families import FAMILIES
 from nlpzoo.params import run_configs
+from nlpzoo.tasks import mt
+from test_lifecycle_mt import make_mt_project
 from test_training_resume import make_project
 
 RUN = "nnlm"
@@ -47,6 +51,17 @@ class RanksAgree(pl.Callback):
             self.out.write_text(f"{trainer.world_size} {diff}\n")
 
 
+def _ddp_trainer(monkeypatch, agree: Path) -> None:
+    make = training.make_trainer
+
+    def with_check(*args, **kwargs):
+        trainer = make(*args, **kwargs)
+        trainer.callbacks.insert(0, RanksAgree(agree))
+        return trainer
+
+    monkeypatch.setattr(training, "make_trainer", with_check)
+
+
 def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monkeypatch):
     root = make_project(tmp_path / "proj", n_train=200)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -61,15 +76,8 @@ def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monk
     }
     params = {"seed": 3, "models": {RUN: {"family": "nnlm", "data": "vocab/lm"}}, RUN: section}
     agree = tmp_path / "agree.txt"
-    make = training.make_trainer
-
-    def with_check(*args, **kwargs):
-        trainer = make(*args, **kwargs)
-        trainer.callbacks.insert(0, RanksAgree(agree))
-        return trainer
-
-    monkeypatch.setattr(training, "make_trainer", with_check)
-    stats = runner.train(params, RUN, root)
+    _ddp_trainer(monkeypatch, agree)
+    stats = lifecycle.train(params, RUN, root)
 
     world, diff = agree.read_text().split()
     assert int(world) == 2 and float(diff) == 0.0  # both ranks hold the same weights
@@ -78,10 +86,10 @@ def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monk
     rows = (root / "plots" / f"{RUN}.csv").read_text().split()
     assert len(rows) == 2, rows  # header + one epoch, written once (rank 0)
     logged = float(rows[1].split(",")[4])
-    model = runner.load_neural(root / "models" / RUN)
+    model = lifecycle.load_model(root / "models" / RUN)
     valid = np.load(root / "data" / "vocab" / "lm" / "valid.npy").astype(np.int64)
     cfg = run_configs(params, RUN)[1]
-    single = perplexity(lm_log_probs(model, valid, cfg))
+    single = perplexity(lm_log_probs(FAMILIES["nnlm"], model, valid, cfg))
     assert logged == pytest.approx(single, rel=1e-4)
     assert math.isfinite(stats["params"])
 
@@ -97,16 +105,93 @@ def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monk
     assert [m.value for m in history] == pytest.approx([logged], rel=1e-6)
 
 
-def test_other_ranks_write_nothing_when_every_rank_runs_the_stage(tmp_path, monkeypatch):
+MT_RUN = "transformer"
+MT_SECTION = {
+    "family": "transformer",
+    "d_model": 16,
+    "heads": 2,
+    "num_layers": 1,
+    "d_ff": 32,
+    "dropout": 0.0,
+    "batch_size": 8,
+    "warmup_steps": 2,
+    "lr": 0.01,
+}
+
+
+def test_translation_run_under_ddp_spawn(tmp_path, monkeypatch):
+    """One translation run on 2 processes: 50 pairs in 7 batches of 8, so the last batch is
+    split for the ranks to step together; every pair of the 8 validation pairs counts once."""
+    root = make_mt_project(tmp_path / "proj")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    section = dict(MT_SECTION)
+    section["trainer"] = {
+        "accelerator": "cpu",
+        "devices": 2,
+        "strategy": "ddp_spawn",
+        "max_epochs": 1,
+        "early_stopping_patience": 0,
+        "checkpoint_every_minutes": 0,
+    }
+    params = {
+        "seed": 3,
+        "models": {MT_RUN: {"family": "transformer", "data": "vocab/mt"}},
+        MT_RUN: section,
+    }
+    agree = tmp_path / "agree.txt"
+    _ddp_trainer(monkeypatch, agree)
+    stats = lifecycle.train(params, MT_RUN, root)
+
+    world, diff = agree.read_text().split()
+    assert int(world) == 2 and float(diff) == 0.0  # both ranks hold the same weights
+
+    # the logged val/ppl is the single-process perplexity of the same weights on the whole split
+    rows = (root / "plots" / f"{MT_RUN}.csv").read_text().split()
+    assert len(rows) == 2, rows  # header + one epoch, written once (rank 0)
+    logged = float(rows[1].split(",")[4])
+    model = lifecycle.load_model(root / "models" / MT_RUN)
+    data = root / "data" / "vocab" / "mt"
+    codec = Codec(data / "spm.model")
+    assert logged == pytest.approx(mt.perplexity(model, load_split(data, "valid", codec)), rel=1e-4)
+    # the target pieces of both ranks, each training pair once
+    train = load_split(data, "train", codec)
+    assert stats["train_target_tokens"] == sum(len(t) + 1 for t in train.tgt)
+
+    # rank 0 alone wrote the outputs and the one MLflow run
+    assert sorted(p.name for p in (root / "models").iterdir()) == [MT_RUN]
+    assert sorted(p.name for p in (root / "models" / MT_RUN).iterdir()) == [
+        "config.json",
+        "mlflow_run.json",
+        "model.pt",
+        "spm.model",
+        "train_stats.json",
+    ]
+    assert not (root / "checkpoints" / MT_RUN).exists()
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    history = client.get_metric_history(runs[0].info.run_id, "val/ppl")
+    assert [m.value for m in history] == pytest.approx([logged], rel=1e-6)
+
+
+@pytest.mark.parametrize("run", ["ngram", MT_RUN])
+def test_other_ranks_write_nothing_when_every_rank_runs_the_stage(tmp_path, monkeypatch, run):
     """torchrun / SLURM start the stage once per rank: ranks other than 0 keep their outputs in
-    a throwaway folder and never open MLflow."""
+    a throwaway folder and never open MLflow (a count model; a translation run, trained)."""
     from pytorch_lightning.utilities import rank_zero_only
 
-    root = make_project(tmp_path / "proj", n_train=50)
+    if run == MT_RUN:
+        root = make_mt_project(tmp_path / "proj")
+        section = dict(MT_SECTION, trainer={"accelerator": "cpu", "devices": 1, "max_epochs": 1})
+        params = {"models": {run: {"family": "transformer", "data": "vocab/mt"}}, run: section}
+    else:
+        root = make_project(tmp_path / "proj", n_train=50)
+        params = {"models": {run: {"family": "ngram", "data": "vocab/lm"}}, run: {"order": 2}}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setattr(rank_zero_only, "rank", 1)
-    params = {"models": {"ngram": {"family": "ngram", "data": "vocab/lm"}}, "ngram": {"order": 2}}
-    stats = runner.train(params, "ngram", root)
+    stats = lifecycle.train(params, run, root)
     assert stats["params"] > 0
     assert not (root / "models").exists() or not any((root / "models").iterdir())
     assert not (tmp_path / "mlflow.db").exists()

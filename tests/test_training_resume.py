@@ -9,6 +9,7 @@ reproduce the uninterrupted one bit for bit.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,7 +24,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 
-from nlpzoo import runner, training
+from nlpzoo import lifecycle, training
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.tracking import Tracker
 
@@ -131,7 +132,7 @@ def _train(monkeypatch, params: dict, run: str, root: Path, *extra: pl.Callback)
 
     with monkeypatch.context() as m:
         m.setattr(training, "make_trainer", with_extra)
-        return runner.train(params, run, root)
+        return lifecycle.train(params, run, root)
 
 
 def _weights(root: Path, run: str) -> dict:
@@ -187,6 +188,35 @@ def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
     assert _curve(project, run) == curve
     assert not (project / "checkpoints" / run).exists()
+
+
+def test_resumed_run_continues_its_own_mlflow_run(tmp_path, monkeypatch):
+    """The killed run's MLflow run (recorded in checkpoints/RUN/) goes on after the resume: one
+    MLflow run in the end, FINISHED, with the curve points of before and after the kill."""
+    from mlflow import MlflowClient
+
+    root = make_project(tmp_path / "proj")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    run, starts = "nnlm", []
+    params = tiny_params(run)
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        _train(monkeypatch, params, run, root, _Kill(47), _FirstStep(starts))
+    signal.signal(signal.SIGINT, handler)
+    recorded = json.loads((root / "checkpoints" / run / "mlflow_run.json").read_text())["run_id"]
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_run(recorded).info.status == "FAILED"
+
+    _train(monkeypatch, params, run, root, _FirstStep(starts))
+    assert starts == [0, 40]
+    runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
+    assert [r.info.run_id for r in runs] == [recorded]
+    assert runs[0].info.status == "FINISHED"
+    assert json.loads((root / "models" / run / "mlflow_run.json").read_text())["run_id"] == recorded
+    history = client.get_metric_history(recorded, "val/ppl")
+    steps = [int(r.split(",")[1]) for r in (root / "plots" / f"{run}.csv").read_text().split()[1:]]
+    assert len(steps) == 2 and [m.step for m in history] == steps  # epoch 0 before the kill
 
 
 def test_changed_params_start_fresh(project, monkeypatch):

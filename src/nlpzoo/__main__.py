@@ -1,6 +1,7 @@
 """Command line.
 
 python -m nlpzoo validate [params.yaml]          check a params file, running nothing
+python -m nlpzoo pipeline [--check]              write dvc.yaml from params.yaml and the code
 python -m nlpzoo translate --run RUN [FILE]      translate lines (stdin by default) with the
                                                  trained translation run models/RUN/
 """
@@ -19,6 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("validate", help="validate params.yaml (keys, types, values)")
     check.add_argument("params", nargs="?", default="params.yaml", type=Path)
+    pipe = sub.add_parser(
+        "pipeline",
+        help="write dvc.yaml from params.yaml's runs and the code each stage imports",
+        description="Write dvc.yaml: one train-RUN and evaluate-RUN stage per enabled run of "
+        "params.yaml's `models:`, each depending on exactly the code it runs. "
+        "Example: python -m nlpzoo pipeline && dvc repro",
+    )
+    pipe.add_argument("--check", action="store_true", help="only check that dvc.yaml is current")
+    pipe.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
     tr = sub.add_parser("translate", help="translate source lines with a trained run")
     tr.add_argument("--run", required=True, help="a translation run trained into models/RUN/")
     tr.add_argument("input", nargs="?", type=Path, help="source lines (default: stdin)")
@@ -27,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "translate":
         return _translate(args)
+    if args.command == "pipeline":
+        return _pipeline(args)
     if args.command == "validate":
         from nlpzoo.cli import load_params
 
@@ -39,15 +51,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _pipeline(args: argparse.Namespace) -> int:
+    from nlpzoo import pipeline
+    from nlpzoo.params import load_params
+
+    root = args.root.resolve()
+    try:
+        params = load_params(root / "params.yaml")
+        if args.check:
+            pipeline.check(params, root)
+            print(f"{root / 'dvc.yaml'}: current")
+        else:
+            path = pipeline.write(params, root)
+            runs = ", ".join(pipeline.parse_models(params))
+            print(f"wrote {path} (runs: {runs})")
+    except NlpzooError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _translate(args: argparse.Namespace) -> int:
-    from nlpzoo.mt_runner import translate_lines
+    from nlpzoo.tasks.mt import translate
 
     try:
         if args.input is not None:
             lines = args.input.read_text(encoding="utf-8").splitlines()
         else:
             lines = sys.stdin.read().splitlines()
-        for line in translate_lines(args.models / args.run, lines, beam_size=args.beam):
+        for line in translate(args.models / args.run, lines, beam_size=args.beam):
             print(line)
     except NlpzooError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -15,9 +15,13 @@ from nlpzoo.errors import NlpzooError
 
 
 def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
+    """Read and validate params.yaml, and check that dvc.yaml matches it and the code."""
+    from nlpzoo import pipeline
     from nlpzoo.params import load_params as load
 
-    return load(path)
+    params = load(path)
+    pipeline.check(params, Path(path).resolve().parent)
+    return params
 
 
 def root() -> Path:
@@ -39,6 +43,13 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
     warnings.filterwarnings("ignore", message=r".*treespec.*LeafSpec.*")
     for noisy in ("alembic", "mlflow", "pytorch_lightning", "lightning", "lightning_fabric"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    trace = os.environ.get("NLPZOO_TRACE_MODULES")
+    if trace:  # tests: which nlpzoo modules a stage loaded (checked against dvc.yaml's deps)
+        import atexit
+
+        script = Path(sys.argv[0]).stem
+        name = f"{script}-{sys.argv[1]}" if script in ("train", "evaluate") else script
+        atexit.register(_write_loaded_modules, Path(trace) / f"{name}.txt")
     try:
         main(sys.argv[1:])
     except NlpzooError as e:
@@ -64,3 +75,14 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+def _write_loaded_modules(path: Path) -> None:
+    files = sorted(
+        str(Path(m.__file__).resolve())
+        for name, m in list(sys.modules.items())
+        if name.split(".")[0] == "nlpzoo" and getattr(m, "__file__", None)
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("\n".join(files) + "\n")

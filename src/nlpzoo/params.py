@@ -227,7 +227,7 @@ class MixtureConfig:
 
 @dataclass
 class EvaluationConfig:
-    """The `evaluation:` section: settings of the shared word-vector protocol (docs/design.md)."""
+    """The `evaluation:` section: settings of the word-vector protocol (docs/design.md §4)."""
 
     restrict_vocab: int = 30000  # analogy answers searched among the most frequent words
     neighbours: int = 10  # nearest neighbours listed per probe word

@@ -3,8 +3,11 @@
 * Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<root>/mlflow.db`, where root is
   `DVC_ROOT` when DVC sets it (so every experiment logs to the same database) or the working
   directory. MLflow's and Lightning's own defaults are never relied on.
-* `train@RUN` opens the run and writes its id to `models/RUN/mlflow_run.json`; `evaluate@RUN`
-  reopens it, so curves and final metrics live together.
+* `train-RUN` opens the run and writes its id to `models/RUN/mlflow_run.json`; `evaluate-RUN`
+  reopens it, so curves and final metrics live together. While it trains, the id is also kept in
+  `checkpoints/RUN/`, so an interrupted run that resumes continues its own MLflow run.
+* Only rank 0 opens a run: when every rank runs the stage (torchrun, SLURM), the others log
+  nothing.
 * MLflow is the dashboard, DVC metrics files are the record: if the tracking store cannot be
   reached, the run goes on, one warning says so, and every later call is a no-op.
 """
@@ -157,6 +160,22 @@ class Tracker:
             tracker.client.get_run(run_id)
         except Exception as err:
             tracker._disable(err)
+        return tracker
+
+    @classmethod
+    def reopen(cls, folder: Path, run_name: str) -> Tracker | None:
+        """Continue the run recorded in `folder/mlflow_run.json` (an interrupted training run's
+        checkpoints): back to RUNNING, so its curves go on where they stopped. None when nothing
+        is recorded there; on ranks other than 0, an inactive tracker."""
+        from nlpzoo.io import global_rank
+
+        if global_rank() != 0:
+            return cls(None, None, tracking_uri(), run_name)
+        path = Path(folder) / RUN_FILE
+        if not path.is_file() or json.loads(path.read_text()).get("run_id") is None:
+            return None
+        tracker = cls.resume(folder, run_name)
+        tracker._call("update_run", status="RUNNING")
         return tracker
 
     def save(self, run_dir: Path) -> None:

@@ -1,8 +1,13 @@
-"""Lightning glue shared by every neural family: the module wrapper, the Trainer factory, callbacks.
+"""Lightning glue shared by every neural family: the module, the optimizer, the Trainer factory,
+callbacks, and what resuming needs.
 
-A family is a plain `nn.Module` with `forward(inputs, targets) -> (logits, loss)`. `FamilyModule`
-wraps it with one `_step` shared by training, validation and test, and logs `train/loss`,
-`val/loss` and `val/ppl` (exact: summed NLL over all validation tokens, reduced across ranks).
+A neural family is a plain `nn.Module` called on a batch, `model(*batch) -> (logits, loss)` (a
+recurrent one takes and returns its carried state too). `FamilyModule` wraps any of them: one
+`_step` for training and validation, `train/loss`, and over the whole validation split `val/loss`
+and `val/ppl` (exact: Σ NLL over every prediction of every rank / their number, from the run's
+task, `nlpzoo.tasks`). What differs between families comes from their record
+(`nlpzoo.families.Family`): the carried state (`stateful`), the model's own optimizer
+(`own_optimizer`), and its own in-place update in one process (`manual_step`).
 """
 
 from __future__ import annotations
@@ -27,15 +32,20 @@ import torch
 from pytorch_lightning.callbacks import Checkpoint
 
 from nlpzoo.errors import TrainingError
+from nlpzoo.families import FAMILIES
 from nlpzoo.params import TrainerConfig
+from nlpzoo.tasks import task_of
 
 log = logging.getLogger(__name__)
 
 
-def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
-    """Adam or SGD with weight decay on weights only (biases are not penalised, as in Bengio 2003).
+def make_optimizer(model: torch.nn.Module, cfg: Any):
+    """Adam or SGD, from the family's config, with weight decay on weights only (biases are not
+    penalised, as in Bengio 2003).
 
-    `cfg.lr_decay` (if present) gives SGD's ε_t = ε_0 / (1 + r t) schedule.
+    Adam takes β₁, β₂ and ε from the config (`adam_beta1`, `adam_beta2`, `adam_eps`). Two keys
+    are optional: `warmup_steps` (Vaswani et al.'s warm-up then 1/√step) and `lr_decay` (SGD's
+    ε_t = ε_0 / (1 + r t)); a config without them has neither schedule.
     """
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -49,8 +59,10 @@ def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
         opt = torch.optim.SGD(groups, lr=cfg.lr)
     else:
         # Adam's weight_decay adds λ·θ to the gradient: the L2 penalty of the paper's objective
-        opt = torch.optim.Adam(groups, lr=cfg.lr)
-    warmup = getattr(cfg, "warmup_steps", 0)
+        betas = (cfg.adam_beta1, cfg.adam_beta2)
+        opt = torch.optim.Adam(groups, lr=cfg.lr, betas=betas, eps=cfg.adam_eps)
+    settings = asdict(cfg)
+    warmup = settings.get("warmup_steps", 0)
     if warmup:
         # Vaswani et al. 2017 §5.3: linear warm-up, then decay with the inverse square root of
         # the step; `lr` is the peak, reached at step `warmup_steps`
@@ -60,7 +72,7 @@ def make_optimizer(model: torch.nn.Module, cfg: Any, step_scale: float = 1.0):
 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
-    r = getattr(cfg, "lr_decay", 0.0)
+    r = settings.get("lr_decay", 0.0)
     if r:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 / (1.0 + r * t))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
@@ -75,89 +87,93 @@ class FamilyModule(pl.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        from nlpzoo.models import FAMILIES
-
-        cfg_cls, model_cls = FAMILIES[family]
-        self.cfg = cfg_cls(**config)
-        self.model = model_cls(self.cfg, vocab_size, counts=counts)
+        self.family = FAMILIES[family]
+        self.task = task_of(self.family)  # what a batch holds and how it is scored
+        self.cfg = self.family.config(**config)
+        self.model = self.family.model_class()(self.cfg, vocab_size, counts=counts)
         self.run = run
-        # recurrent models carry their state from one BPTT window to the next (detached)
-        self.stateful = getattr(model_cls, "STATEFUL", False)
-        self._state: Any = None
-        self._val_sum = torch.zeros((), dtype=torch.float64)
-        self._val_count = torch.zeros((), dtype=torch.float64)
+        # predictions trained on by this rank (rank 0: with those before a resume); all ranks'
+        # sum is `train/predictions` in the trainer's callback metrics once training ends
+        self.predictions = 0
+        self._state: Any = None  # a recurrent model's state, carried from batch to batch
+        self._train_state: Any = None  # ... put aside while validating
+        self._val = torch.zeros(2, dtype=torch.float64)  # Σ NLL, predictions
         self._rng_to_restore: dict | None = None
+        self._manual = False
+        # the epoch's Σ loss and count (on_train_epoch_start resets them; a run resumed
+        # mid-epoch starts without that call)
+        self._epoch_loss, self._epoch_count = 0.0, 0
 
     def forward(self, *args: Any) -> Any:
         return self.model(*args)
 
-    def _step(self, batch: Any, split: str) -> torch.Tensor:
-        inputs, targets = batch
-        if self.stateful:
-            if self._state is not None and _state_batch(self._state) != inputs.shape[0]:
-                self._state = None  # a shorter last batch (never with BPTTBlocks)
-            _, loss, state = self.model(inputs, targets, self._state)
-            self._state = self.model.detach_state(state)
-        else:
-            _, loss = self.model(inputs, targets)
-        n = targets.numel()
-        if split == "train":
-            # sync_dist: the epoch mean is over every rank's tokens (a no-op in one process)
-            self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=n, sync_dist=True)
-        else:
-            self._val_sum = self._val_sum.to(loss.device) + loss.detach().double() * n
-            self._val_count = self._val_count.to(loss.device) + n
-        return loss
+    def _forward(self, batch: Any) -> tuple[Any, torch.Tensor]:
+        if not self.family.stateful:
+            return self.model(*batch)
+        if self._state is not None and _state_batch(self._state) != batch[0].shape[0]:
+            self._state = None  # a shorter last batch (never with BPTTBlocks)
+        logits, loss, state = self.model(*batch, self._state)
+        self._state = self.model.detach_state(state)
+        return logits, loss
 
     def setup(self, stage: str) -> None:
-        # word2vec's closed-form SGD step (`train_step`: in place, no autograd graph) is its
-        # fast path in one process; under DDP the autograd path lets the strategy all-reduce
-        self.closed_form = (
-            stage == "fit"
-            and hasattr(self.model, "train_step")
+        # a family's own in-place update (word2vec's closed-form SGD step, no autograd graph) is
+        # its fast path in one process; under DDP the autograd path lets the strategy all-reduce
+        self._manual = (
+            self.family.manual_step
+            and stage == "fit"
             and self.trainer is not None
             and self.trainer.world_size == 1
         )
-        self.automatic_optimization = not self.closed_form
+        self.automatic_optimization = not self._manual
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        if getattr(self, "closed_form", False):
-            inputs, targets = batch
-            total = int(self.trainer.estimated_stepping_batches)
-            loss = self.model.train_step(
-                inputs, targets, self.model.lr_at(self.trainer.global_step, total)
-            )
-            # no gradients, so this SGD step changes nothing; it advances Lightning's step count
-            # (max_steps, checkpoints, curves) as an automatic step would
-            self.optimizers().step()
-            # the epoch's mean loss, logged once at its last batch: `self.log` every step costs
-            # as much as the step itself at word2vec's batch sizes
-            n = targets.numel()
-            self._epoch_loss = self._epoch_loss + loss.detach().double() * n
-            self._epoch_count += n
-            if batch_idx + 1 >= self.trainer.num_training_batches:
-                mean = (self._epoch_loss / max(self._epoch_count, 1)).float()
-                self.log("train/loss_epoch", mean, on_step=True, on_epoch=False)
-            return loss
-        return self._step(batch, "train")
+        if self._manual:
+            return self._manual_step(batch, batch_idx)
+        _, loss = self._forward(batch)
+        n = self.task.predictions(batch)
+        self.predictions += n
+        # sync_dist: the epoch mean is over every rank's predictions (a no-op in one process)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=n, sync_dist=True)
+        return loss
+
+    def _manual_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        # the fraction of the whole run done before this step and after it (the rate's linear
+        # decay: word2vec's numba kernel lowers it across its chunk, pair by pair)
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        step = self.trainer.global_step
+        loss_sum, n = self.model.manual_step(batch, step / total, (step + 1) / total)
+        # no gradients, so this SGD step changes nothing; it advances Lightning's step count
+        # (max_steps, checkpoints, curves) as an automatic step would
+        self.optimizers().step()
+        self.predictions += n
+        # the epoch's mean loss, logged once at its last batch: `self.log` every step costs as
+        # much as the step itself at word2vec's batch sizes
+        self._epoch_loss += loss_sum
+        self._epoch_count += n
+        if batch_idx + 1 >= self.trainer.num_training_batches:
+            mean = torch.tensor(self._epoch_loss / max(self._epoch_count, 1), dtype=torch.float32)
+            self.log("train/loss_epoch", mean, on_step=True, on_epoch=False)
+        return torch.tensor(loss_sum / max(n, 1))
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self._step(batch, "val")
+        logits, loss = self._forward(batch)
+        nll, n = self.task.validation_nll(batch, logits, loss)
+        step = torch.stack([nll, torch.tensor(float(n), dtype=torch.float64, device=nll.device)])
+        self._val = self._val.to(nll.device) + step
 
     def on_train_epoch_start(self) -> None:
         self._state = None
-        self._epoch_loss, self._epoch_count = torch.zeros((), dtype=torch.float64), 0
+        self._epoch_loss, self._epoch_count = 0.0, 0
 
     def on_validation_epoch_start(self) -> None:
         self._train_state, self._state = self._state, None
-        self._val_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        self._val_count = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._val = torch.zeros(2, dtype=torch.float64, device=self.device)
 
     def on_validation_epoch_end(self) -> None:
-        self._state = getattr(self, "_train_state", None)  # validation runs inside an epoch
-        total = self.trainer.strategy.reduce(self._val_sum, reduce_op="sum")
-        count = self.trainer.strategy.reduce(self._val_count, reduce_op="sum")
-        nll = (total / count.clamp(min=1)).float()
+        self._state = self._train_state  # validation runs inside an epoch
+        total = self.trainer.strategy.reduce(self._val, reduce_op="sum")
+        nll = (total[0] / total[1].clamp(min=1)).float()
         self.log("val/loss", nll, sync_dist=False, rank_zero_only=False)
         self.log("val/ppl", torch.exp(nll), sync_dist=False, prog_bar=True)
 
@@ -168,8 +184,8 @@ class FamilyModule(pl.LightningModule):
     # uninterrupted one exactly.
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        extra: dict[str, Any] = {"rng": rng_state()}
-        if self.stateful and self._state is not None:
+        extra: dict[str, Any] = {"rng": rng_state(), "predictions": self._all_predictions()}
+        if self.family.stateful and self._state is not None:
             # every rank carries the state of its own rows: gather all (collective, all ranks)
             parts = self._state if isinstance(self._state, tuple) else (self._state,)
             world = self.trainer.world_size if self._trainer is not None else 1
@@ -181,6 +197,8 @@ class FamilyModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         extra = checkpoint.get("nlpzoo", {})
         self._rng_to_restore = extra.get("rng")
+        first = self._trainer is None or self.trainer.global_rank == 0
+        self.predictions = int(extra.get("predictions", 0)) if first else 0
         if "state" in extra:  # reset again by on_train_epoch_start unless resuming mid-epoch
             rank = self.trainer.global_rank if self._trainer is not None else 0
             parts = tuple(t[rank] for t in extra["state"])
@@ -195,11 +213,21 @@ class FamilyModule(pl.LightningModule):
             moved = tuple(t.to(self.device) for t in parts)
             self._state = moved if isinstance(self._state, tuple) else moved[0]
 
+    def on_train_end(self) -> None:
+        # callback metrics travel back to the main process with `ddp_spawn`
+        total = torch.tensor(self._all_predictions(), dtype=torch.float64)
+        self.trainer.callback_metrics["train/predictions"] = total
+
+    def _all_predictions(self) -> int:
+        """Predictions trained on by all ranks (collective: every rank calls it)."""
+        if self._trainer is None or self.trainer.world_size == 1:
+            return self.predictions
+        mine = torch.tensor(float(self.predictions), dtype=torch.float64, device=self.device)
+        return int(self.trainer.strategy.reduce(mine, reduce_op="sum"))
+
     def configure_optimizers(self):
-        # families with their own schedule (word2vec's linear decay, GloVe's AdaGrad) say so
-        custom = getattr(self.model, "configure_optimizers", None)
-        if custom is not None:
-            return custom(int(self.trainer.estimated_stepping_batches))
+        if self.family.own_optimizer:  # its own rule and schedule (word2vec, GloVe)
+            return self.model.configure_optimizers(int(self.trainer.estimated_stepping_batches))
         return make_optimizer(self.model, self.cfg)
 
 
@@ -235,9 +263,10 @@ class CurveWriter(pl.Callback):
         self.tracker = tracker
         self.rows: list[dict] = []
         self.t0 = time.time()
+        self._seconds_before = 0.0  # of the run before a resume
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.t0 = time.time() - getattr(self, "_seconds_before", 0.0)
+        self.t0 = time.time() - self._seconds_before
 
     def state_dict(self) -> dict:  # a resumed run keeps the earlier epochs' rows and clock
         return {"rows": self.rows, "seconds": time.time() - self.t0}

@@ -8,6 +8,7 @@ import torch
 
 from nlpzoo.data.lm import BPTTBlocks, StreamBlocks, _Shard, lm_dataloaders
 from nlpzoo.evaluation.perplexity import recurrent_log_probs, sliding_log_probs
+from nlpzoo.families import FAMILIES
 from nlpzoo.models import rnn_lm, transformer_lm
 
 
@@ -93,10 +94,10 @@ def test_recurrent_pass_equals_one_long_sequence():
 def test_loaders_follow_the_family_input_shape():
     stream = np.random.default_rng(0).integers(4, 30, size=500)
     cfg = rnn_lm.Config(bptt=10, batch_size=4)
-    train, _ = lm_dataloaders(rnn_lm.RNNLM, cfg, stream, stream)
+    train, _ = lm_dataloaders(FAMILIES["rnn_lm"], cfg, stream, stream)
     x, y = next(iter(train))
     assert x.shape == (4, 10) and torch.equal(x[:, 1:], y[:, :-1])
     cfg = transformer_lm.Config(block_size=16, batch_size=5)
-    train, _ = lm_dataloaders(transformer_lm.TransformerLM, cfg, stream, stream)
+    train, _ = lm_dataloaders(FAMILIES["transformer_lm"], cfg, stream, stream)
     x, y = next(iter(train))
     assert x.shape == (5, 16) and torch.equal(x[:, 1:], y[:, :-1])

@@ -8,7 +8,7 @@ import torch
 
 from nlpzoo.data.mt import IGNORE, collate
 from nlpzoo.errors import ConfigError
-from nlpzoo.models import FAMILIES, TASKS
+from nlpzoo.families import FAMILIES
 
 V = 30
 TINY = {
@@ -17,7 +17,7 @@ TINY = {
     "transformer": {"d_model": 16, "heads": 2, "num_layers": 2, "d_ff": 32},
     "decoder_mt": {"d_model": 16, "heads": 2, "num_layers": 2, "d_ff": 32},
 }
-MT_FAMILIES = sorted(f for f, task in TASKS.items() if task == "mt")
+MT_FAMILIES = sorted(f for f in FAMILIES if FAMILIES[f].task == "mt")
 
 
 def test_every_mt_family_is_covered():
@@ -26,7 +26,7 @@ def test_every_mt_family_is_covered():
 
 def _model(family: str, **extra):
     torch.manual_seed(0)
-    cfg_cls, model_cls = FAMILIES[family]
+    cfg_cls, model_cls = FAMILIES[family].config, FAMILIES[family].model_class()
     return model_cls(cfg_cls(**{**TINY[family], "dropout": 0.0, **extra}), V).eval()
 
 
@@ -106,7 +106,7 @@ def test_loss_is_mean_cross_entropy_over_real_targets(family):
     ],
 )
 def test_impossible_configs_are_refused_with_the_key(family, bad):
-    cfg_cls, _ = FAMILIES[family]
+    cfg_cls = FAMILIES[family].config
     with pytest.raises(ConfigError, match=f"'{next(iter(bad))}'|'heads'"):
         cfg_cls(**{**TINY[family], **bad})
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.models.transformer import MultiHeadAttention, attention, sinusoidal_positions
+from nlpzoo.models.transformer_blocks import MultiHeadAttention, attention, sinusoidal_positions
 
 
 def test_attention_equals_scaled_dot_product_attention():

@@ -13,15 +13,14 @@ from torch import nn
 
 from nlpzoo.config import build
 from nlpzoo.errors import ConfigError
-from nlpzoo.models.transformer_lm import (
+from nlpzoo.models.transformer_blocks import (
     Block,
     CausalSelfAttention,
-    Config,
-    TransformerLM,
     attention,
     causal_mask,
     sinusoidal_positions,
 )
+from nlpzoo.models.transformer_lm import Config, TransformerLM
 
 V = 11  # vocabulary size of the toy models
 TINY = dict(d_model=16, heads=4, num_layers=2, d_ff=32, block_size=12, dropout=0.0)

@@ -81,7 +81,7 @@ def project(tmp_path_factory) -> tuple[Path, dict]:
     params["vocab"]["mt"]["vocab_size"] = 40
     params["cooccur"]["window"] = 3
     params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
-    # the other runs have their own tests (tests/test_runner.py); svd keeps cooccur in the graph
+    # the other runs have their own tests (tests/test_lifecycle.py); svd keeps cooccur in the graph
     for run in set(params["models"]) - {"ngram", "nnlm", "svd"}:
         del params["models"][run], params[run]
     params["svd"]["dim"] = 8
@@ -93,6 +93,8 @@ def project(tmp_path_factory) -> tuple[Path, dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["NLPZOO_LOG_LEVEL"] = "WARNING"
+    env["NLPZOO_TRACE_MODULES"] = str(inputs / "loaded")
+    _run([sys.executable, "-m", "nlpzoo", "pipeline"], repo, env)
     _run(["git", "init", "-q"], repo, env)
     _run(["git", "config", "user.email", "test@example.invalid"], repo, env)
     _run(["git", "config", "user.name", "test"], repo, env)
@@ -107,13 +109,13 @@ def test_repro_end_to_end_then_noop(project):
     repo, env = project
     out = _run(["dvc", "repro"], repo, env)
     assert {
-        "train@ngram",
-        "train@nnlm",
-        "evaluate@ngram",
-        "evaluate@nnlm",
+        "train-ngram",
+        "train-nnlm",
+        "evaluate-ngram",
+        "evaluate-nnlm",
         "cooccur",
-        "train@svd",
-        "evaluate@svd",
+        "train-svd",
+        "evaluate-svd",
         "mixture",
         "report",
     } <= _ran(out)
@@ -127,6 +129,7 @@ def test_repro_end_to_end_then_noop(project):
     report = (repo / "reports" / "report.md").read_text()
     assert "| ngram |" in report and "| nnlm |" in report
     assert not (repo / "checkpoints" / "nnlm").exists(), "a finished run leaves no scratch"
+    _check_loaded_code_is_in_the_deps(repo, env)
 
     again = _run(["dvc", "repro"], repo, env)
     assert _ran(again) == set(), again
@@ -134,10 +137,32 @@ def test_repro_end_to_end_then_noop(project):
     _run(["git", "commit", "-qm", "first repro"], repo, env)
 
 
+def _check_loaded_code_is_in_the_deps(repo: Path, env: dict) -> None:
+    """Every nlpzoo module a stage process loaded is one of the stage's deps in dvc.yaml, except
+    the config modules of other families (loaded to validate params.yaml, docs/design.md §6)."""
+    import nlpzoo
+
+    package_root = Path(nlpzoo.__file__).resolve().parents[2]  # the installed source tree
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    traces = Path(env["NLPZOO_TRACE_MODULES"])
+    for stage in ("train-nnlm", "evaluate-nnlm", "train-svd", "mixture"):
+        trace = traces / f"{stage}.txt"
+        assert trace.is_file(), sorted(p.name for p in traces.iterdir())
+        loaded = {
+            Path(line).relative_to(package_root).as_posix() for line in trace.read_text().split()
+        }
+        extra = {
+            f
+            for f in loaded - set(stages[stage]["deps"])
+            if not f.startswith("src/nlpzoo/families/")
+        }
+        assert not extra, f"{stage} ran code it does not depend on: {sorted(extra)}"
+
+
 def test_exp_run_reruns_only_the_changed_run(project):
     repo, env = project
     out = _run(["dvc", "exp", "run", "-S", "nnlm.hidden_dim=24", "-n", "wider"], repo, env)
-    assert _ran(out) == {"train@nnlm", "evaluate@nnlm", "mixture", "report"}, out
+    assert _ran(out) == {"train-nnlm", "evaluate-nnlm", "mixture", "report"}, out
 
     from mlflow import MlflowClient
 
@@ -217,7 +242,7 @@ def test_bad_param_fails_before_work(project):
     try:
         bad.write_text(yaml.safe_dump(params, sort_keys=False))
         res = subprocess.run(
-            ["dvc", "repro", "train@nnlm"],
+            ["dvc", "repro", "train-nnlm"],
             cwd=repo,
             env=env,
             capture_output=True,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +105,8 @@ def test_full_lm_and_vectors_report(tmp_path):
             "test_ppl": 120.0,
             "params": 2000,
             "train_tokens_per_s": 5000.0,
+            "cost_formula": "N×D + N×D×H + H×V",
+            "cost_terms": "N=4, D=60, H=100, V=13,192",
             "cost_per_token": 1343440,
         },
     )
@@ -143,14 +147,14 @@ def test_full_lm_and_vectors_report(tmp_path):
     assert (dirs["reports"] / "figures" / "projection_nnlm.png").stat().st_size > 0
 
     cost = _rows(text, "## 4. Cost")
-    # the formula with this run's sizes gives the model's own count: 4·60 + 4·60·100 + 100·13192
+    # the cost the run wrote: 4·60 + 4·60·100 + 100·13192
     assert "N=4, D=60, H=100, V=13,192" in cost["nnlm"] and "1,343,440" in cost["nnlm"]
     assert "| 200 |" in cost["nnlm"]  # µs per token at 5,000 tokens/s
     assert "0.149" in cost["nnlm"]  # ns per multiply-add: 200 µs / 1,343,440
 
     assert (dirs["reports"] / "figures" / "curves_lm.png").stat().st_size > 0
     assert "![Learning curves, language models](figures/curves_lm.png)" in text
-    assert "Nothing: every run" in text
+    assert "Nothing: every enabled run" in text
 
 
 def test_one_lm_run_only(tmp_path):
@@ -180,7 +184,10 @@ def test_a_metrics_file_missing_a_key_and_a_broken_one(tmp_path):
     assert "`cbow`: metrics lack `simlex_rho`" in text
     assert "`cbow`: no eval/cbow/neighbours.json" in text
     assert "`glove`: metrics/glove.json unreadable" in text
-    assert "`old_run`: not in params.yaml" in text
+    assert (
+        "`metrics/old_run.json` present but `old_run` is not an enabled run in `models:`; "
+        "ignored" in text
+    )
 
 
 def test_only_mt_runs(tmp_path):
@@ -272,3 +279,188 @@ def test_figures_reach_each_runs_mlflow_run(tmp_path, monkeypatch):
     listed = {a.path for a in client.list_artifacts(tracker.run_id, "figures")}
     assert listed == {"figures/projection_cbow.png", "figures/curves_vectors.png"}
     assert client.get_run(tracker.run_id).info.status == "FINISHED"
+
+
+def _lm_metrics(family: str, test_ppl: float, **extra) -> dict:
+    return {
+        "family": family,
+        "task": "lm",
+        "valid_ppl": test_ppl + 5,
+        "test_ppl": test_ppl,
+        "params": 1000,
+        "train_seconds": 1.0,
+        "train_tokens_per_s": 1e5,
+        **extra,
+    }
+
+
+def test_only_the_enabled_runs_of_models_are_reported(tmp_path, monkeypatch):
+    """A user's corpus with three runs kept: the metrics of earlier runs (Brown's LSTM,
+    Transformer, a word2vec run) and of a disabled run are in no table, figure or section, only
+    in the footer."""
+    from nlpzoo.report import figures
+
+    dirs = _project(tmp_path)
+    params = {
+        "lm": {"source": "text"},
+        "models": {
+            "ngram": {"family": "ngram", "data": "vocab/lm"},
+            "nnlm": {"family": "nnlm", "data": "vocab/lm"},
+            "rnn_lm": {"family": "rnn_lm", "data": "vocab/lm", "enabled": False},
+            "svd": {"family": "svd", "data": "cooccur"},
+        },
+    }
+    cost = {"cost_formula": "Q_FORMULA", "cost_terms": "sizes", "cost_per_token": 10}
+    _write(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 300.0))
+    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 270.0, **VECTORS, **cost))
+    _write(dirs["metrics"] / "svd.json", {"family": "svd", "task": "vectors", **VECTORS})
+    stale = {
+        "rnn_lm": _lm_metrics("rnn_lm", 258.0, **cost),  # disabled
+        "lstm_lm": _lm_metrics("rnn_lm", 242.0, **VECTORS, **cost),
+        "transformer_lm": _lm_metrics("transformer_lm", 249.0, **cost),
+        "cbow": {"family": "word2vec", "task": "vectors", **VECTORS, **cost},
+    }
+    for name, m in stale.items():
+        _write(dirs["metrics"] / f"{name}.json", m)
+        _vector_run(dirs, name, 1)
+    _write(
+        dirs["metrics"] / "mixtures.json",
+        {
+            "baseline": "ngram",
+            "runs": {
+                "nnlm": {"lambda": 0.5, "test_ppl_mix": 240.0},
+                **{name: {"lambda": 0.5, "test_ppl_mix": 200.0} for name in stale},
+            },
+        },
+    )
+    for name in ("ngram", "nnlm", "svd", *stale):
+        (dirs["plots"] / f"{name}.csv").write_text(CURVE)
+    _vector_run(dirs, "nnlm", 0)
+    _vector_run(dirs, "svd", 2)
+    drawn: list[str] = []  # the runs every figure was drawn from
+    curves, projection = figures.learning_curves, figures.projection
+
+    def spy_curves(task, by_run, path):
+        drawn.extend(by_run)
+        return curves(task, by_run, path)
+
+    def spy_projection(run, *args, **kw):
+        drawn.append(run)
+        return projection(run, *args, **kw)
+
+    monkeypatch.setattr(figures, "learning_curves", spy_curves)
+    monkeypatch.setattr(figures, "projection", spy_projection)
+    prov = Provenance(data={"lm": params["lm"], "mt": {"source": "multi30k"}})
+    text = _render(dirs, None, params=params, provenance=prov)
+
+    body, footer = text.split("## Missing or incomplete", 1)
+    for name in stale:
+        assert f"`{name}`" not in body and f"| {name} |" not in body, name
+        assert (
+            f"`metrics/{name}.json` present but `{name}` is not an enabled run in `models:`; "
+            "ignored" in footer
+        )
+    assert set(drawn) == {"ngram", "nnlm", "svd"}
+    lm = _rows(text, "## 1. Language modelling")
+    assert set(lm) == {"run", "ngram", "nnlm"}  # no paper row: not Brown
+    assert "0.900" in lm["nnlm"] and "240.0 (0.50)" in lm["nnlm"]  # 270 / 300; its mixture
+    vec = _rows(text, "## 2. Word vectors")
+    assert {"nnlm", "svd"} <= set(vec) and "cbow" not in vec["probe"]
+    assert set(_rows(text, "## 4. Cost")) == {"run", "nnlm", "ngram"}
+    assert "SentencePiece" not in text  # no translation run: no translation data in the header
+    assert "No translation runs yet" in text
+    assert len(footer.strip().splitlines()) == len(stale)  # nothing else is missing
+
+
+def test_a_stale_metrics_file_of_another_family_is_not_used(tmp_path):
+    dirs = _project(tmp_path)
+    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("rnn_lm", 120.0))
+    text = _render(dirs, {"nnlm": "nnlm"})
+    assert "No language-model runs yet" in text
+    assert "`nnlm`: metrics/nnlm.json is of family `rnn_lm` but `models:` says `nnlm`" in text
+
+
+def test_the_cost_table_shows_what_the_run_wrote(tmp_path):
+    """The formula, sizes and Q come verbatim from metrics/RUN.json; the report computes none
+    (not even from the run's params section)."""
+    dirs = _project(tmp_path)
+    _write(
+        dirs["metrics"] / "nnlm.json",
+        _lm_metrics(
+            "nnlm",
+            120.0,
+            cost_formula="Q = 7×FAKE + ω",
+            cost_terms="FAKE=3, ω=2",
+            cost_per_token=23,
+            train_tokens_per_s=1e6,
+        ),
+    )
+    _write(
+        dirs["metrics"] / "glove.json",
+        {
+            "family": "glove",
+            "task": "vectors",
+            **VECTORS,
+            "cost_formula": "2D per non-zero X_ij",
+            "cost_terms": "D=100",
+            "cost_per_token": 200,
+            "cost_unit": "entry",
+        },
+    )
+    _write(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 150.0))  # no cost: speed only
+    params = {"nnlm": {"context_size": 9, "emb_dim": 11, "hidden_dim": 13}}
+    prov = Provenance(vocab={"lm": {"vocab_size": 13192}})
+    text = _render(
+        dirs, {"nnlm": "nnlm", "glove": "glove", "ngram": "ngram"}, params=params, provenance=prov
+    )
+    cost = _rows(text, "## 4. Cost")
+    assert "| `Q = 7×FAKE + ω` | FAKE=3, ω=2 | 23 |" in cost["nnlm"]
+    assert "| 1 |" in cost["nnlm"] and "43.478" in cost["nnlm"]  # 1 µs per token / 23
+    assert "N×D" not in text.split("## 4. Cost", 1)[1].split("|", 1)[1]  # nothing computed
+    assert "| `2D per non-zero X_ij` | D=100 | 200 per entry |" in cost["glove"]
+    assert "| ngram | ngram | – | – | – | 10 |" in cost["ngram"]
+
+
+def test_a_family_added_to_the_registry_is_reported(tmp_path, monkeypatch):
+    """The report knows no family by name: a family registered elsewhere shows in its task's
+    table."""
+    from dataclasses import dataclass
+
+    from nlpzoo.families import Family, register, unregister
+
+    @dataclass
+    class ToyConfig:
+        width: int = 3
+
+    register(Family("toy_lm", ToyConfig, object, "lm", "stream", "lightning"))
+    try:
+        dirs = _project(tmp_path)
+        _write(dirs["metrics"] / "toy.json", _lm_metrics("toy_lm", 99.0))
+        params = {"models": {"toy": {"family": "toy_lm", "data": "vocab/lm"}}}
+        text = _render(dirs, None, params=params)
+    finally:
+        unregister("toy_lm")
+    assert "99.0" in _rows(text, "## 1. Language modelling")["toy"]
+    assert "| toy | toy_lm |" in text.split("## 4. Cost", 1)[1]  # its speed
+    assert "`toy`: no learning curve plots/toy.csv" in text
+
+
+def test_rendering_imports_no_torch(tmp_path):
+    dirs = _project(tmp_path)
+    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **VECTORS))
+    _vector_run(dirs, "nnlm", 0)
+    (dirs["plots"] / "nnlm.csv").write_text(CURVE)
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from nlpzoo.report.build import build_report\n"
+        f"d = Path({str(tmp_path)!r})\n"
+        "build_report(metrics_dir=d / 'metrics', plots_dir=d / 'plots', eval_dir=d / 'eval',\n"
+        "    models_dir=d / 'models', out_dir=d / 'reports', runs={'nnlm': 'nnlm'})\n"
+        "print(sorted(m for m in ('torch', 'lightning', 'mlflow') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+    assert (dirs["reports"] / "figures" / "projection_nnlm.png").is_file()

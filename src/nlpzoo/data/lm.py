@@ -198,7 +198,7 @@ class ResumableLoader(DataLoader):
 
 
 def lm_dataloaders(
-    model_cls,
+    family,
     cfg,
     train_stream: np.ndarray,
     valid_stream: np.ndarray,
@@ -207,13 +207,14 @@ def lm_dataloaders(
     num_workers: int = 0,
     seed: int = 0,
 ):
-    """Training and validation loaders for an LM family, by the shape its `INPUT` asks for.
+    """Training and validation loaders for an LM family (its `nlpzoo.families.Family` record), by
+    the shape its `input` asks for (`window` or `stream`; BPTT rows when it is `stateful`).
 
     Each rank gets its own shard (training and validation), so metrics summed over ranks count
     every token once. The training loader is a `ResumableLoader`; every loader has its own
     generator, so creating its iterator does not draw from the global RNG.
     """
-    kind = model_cls.INPUT
+    kind = family.input
 
     def extra() -> dict:
         return {
@@ -222,7 +223,7 @@ def lm_dataloaders(
             "generator": torch.Generator().manual_seed(seed),
         }
 
-    if getattr(model_cls, "STATEFUL", False) and kind != "window":
+    if family.stateful and kind != "window":
         # BPTT rows are already split between ranks: every rank walks all windows of its rows
         train = BPTTBlocks(train_stream, cfg.batch_size, cfg.bptt, rank, world)
         valid = BPTTBlocks(valid_stream, cfg.batch_size, cfg.bptt, rank, world)
@@ -252,7 +253,7 @@ class LMDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        model_cls,
+        family,
         cfg,
         train_stream: np.ndarray,
         valid_stream: np.ndarray,
@@ -260,7 +261,7 @@ class LMDataModule(pl.LightningDataModule):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.args = (model_cls, cfg, train_stream, valid_stream)
+        self.args = (family, cfg, train_stream, valid_stream)
         self.num_workers, self.seed = num_workers, seed
         self.loaders: tuple | None = None
 
@@ -290,6 +291,20 @@ class TrainOnlyDataModule(pl.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         self.loaders = (self.make(self.trainer.global_rank, self.trainer.world_size),)
+        if isinstance(self.loaders[0], ResumableLoader):  # word2vec's chunks resume mid-epoch
+            progress = self.trainer.fit_loop.epoch_loop.batch_progress
+            self.loaders[0].batches_done = lambda: progress.current.processed
+
+    # the loader's place, through the data module's own checkpoint entry: Lightning restores it
+    # before configure_optimizers, whose estimate of the steps (word2vec's schedule) sets the
+    # loader up too early for the fit loop's own copy of the state to reach it
+    def state_dict(self) -> dict:
+        loader = self.loaders[0] if self.loaders else None
+        return loader.state_dict() if isinstance(loader, ResumableLoader) else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state and self.loaders and isinstance(self.loaders[0], ResumableLoader):
+            self.loaders[0].load_state_dict(state)
 
     def train_dataloader(self):
         return self.loaders[0]

@@ -137,7 +137,11 @@ class PairDataset(torch.utils.data.Dataset):
 
 class LengthBatches(Sampler):
     """Batches of indices of similar length (module diagram); rank r of `world` takes every
-    world-th batch, so the ranks see disjoint data. `shuffle=False`: sorted by length, in order."""
+    world-th batch, so the ranks see disjoint data. `shuffle=False`: sorted by length, in order.
+
+    Every rank gets as many batches (DDP runs the ranks in lock-step): when their number is not
+    a multiple of `world`, the last batches of the order are split in two until it is.
+    """
 
     POOL = 50  # batches per sorting pool
 
@@ -180,15 +184,26 @@ class LengthBatches(Sampler):
         """Lightning calls this before every epoch, so a resumed run draws the same order."""
         self.epoch = epoch
 
+    def _mine(self) -> list[np.ndarray]:
+        """This rank's batches."""
+        batches = self._batches()
+        i = len(batches) - 1
+        while len(batches) % self.world and i >= 0:
+            if len(batches[i]) > 1:
+                half = len(batches[i]) // 2
+                batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
+            i -= 1
+        return batches[self.rank :: self.world]
+
     def __iter__(self):
         # a generator: the order is drawn at the first batch, after Lightning's set_epoch (on a
         # resume Lightning creates the iterator before it sets the epoch)
-        batches = self._batches()[self.rank :: self.world]
+        batches = self._mine()
         self.epoch += 1
         yield from (b.tolist() for b in batches)
 
     def __len__(self) -> int:
-        return len(self._batches()[self.rank :: self.world])
+        return len(self._mine())
 
 
 class MTDataModule(pl.LightningDataModule):

@@ -42,6 +42,14 @@ need it) and a step's share of the run is its share of the raw words, which is w
 learning-rate decay counts. Sub-sampling is seeded by (seed, epoch) and identical on every rank;
 rank r of `world` trains chunks r, r + world, r + 2·world ... (the number of chunks is a multiple
 of `world`, so every rank takes the same number of steps).
+
+That is the batched PyTorch path (`backend: torch`, and any run of several processes). The
+compiled kernel (`backend: numba`, nlpzoo.models.word2vec_kernel) does steps 1–3 itself, per
+pair, as word2vec.c does; its loader (`Word2VecChunks`) only cuts the raw stream into chunks of
+about `CHUNK_TOKENS` tokens, each ending at a sentence end, so no window is cut: one chunk is
+one Lightning step. Chunk i of epoch e carries the seed of its random numbers, drawn from
+(seed, e, i), so a chunk trains the same whenever it runs, and a run resumed after chunk i
+continues as the uninterrupted run would (exactly so with one kernel thread).
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from nlpzoo.data.lm import ResumableLoader
 from nlpzoo.data.vocab import EOS, SPECIALS
 
 FIRST_WORD = len(SPECIALS)  # ids below this are specials, never centres or contexts
@@ -206,6 +215,90 @@ class EpochSampler(Sampler):
         return iter([(self.epoch, i) for i in range(len(self.dataset))])
 
 
+CHUNK_TOKENS = 200_000  # raw tokens per chunk of the numba path (one Lightning step)
+
+
+class Word2VecChunks(Dataset):
+    """Item (epoch, i): chunk i of the raw training stream for the compiled kernel, a dict
+
+        tokens  (n,) int32 raw ids of the chunk (a view of the stream), ending with a `</s>`
+                except where the stream does not have one
+        seed    the chunk's seed, from (seed, epoch, i)
+        epoch, chunk, start   where it comes from (start: its first raw position)
+
+    The stream is cut into ⌈N / chunk_tokens⌉ chunks of nearly equal size, each cut right after
+    a sentence end (`nlpzoo.models.word2vec_kernel.sentence_cuts`). One process only: the kernel
+    shares the weights between threads, not processes.
+    """
+
+    def __init__(self, stream: np.ndarray, chunk_tokens: int = CHUNK_TOKENS, seed: int = 0) -> None:
+        from nlpzoo.models.word2vec_kernel import sentence_cuts
+
+        if chunk_tokens < 1:
+            raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
+        self.stream = np.ascontiguousarray(stream, dtype=np.int32)
+        if self.stream.size == 0:
+            raise ValueError("the training stream is empty")
+        n_chunks = math.ceil(self.stream.size / chunk_tokens)
+        self.cuts = sentence_cuts(self.stream, n_chunks)
+        self.seed = seed
+        self.epoch = 0
+
+    @property
+    def raw_tokens(self) -> int:
+        """Tokens of the raw stream per epoch: the words/s numerator."""
+        return int(self.stream.size)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.cuts) - 1
+
+    def __getitem__(self, key: int | tuple[int, int]) -> dict:
+        epoch, i = key if isinstance(key, tuple) else (self.epoch, key)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        a, b = int(self.cuts[i]), int(self.cuts[i + 1])
+        return {
+            "tokens": torch.from_numpy(self.stream[a:b]),
+            "seed": _seed(self.seed, epoch, i),
+            "epoch": epoch,
+            "chunk": i,
+            "start": a,
+        }
+
+
+class ChunkSampler(Sampler):
+    """Yields (epoch, i) for the chunks of an epoch, in order; `resume_at` (through
+    `ResumableLoader`'s state in Lightning's checkpoint) makes it start after the chunks an
+    interrupted run had trained."""
+
+    def __init__(self, dataset: Word2VecChunks) -> None:
+        self.dataset, self.epoch, self.skip = dataset, 0, 0
+
+    def set_epoch(self, epoch: int) -> None:  # Lightning calls it at every epoch start
+        if epoch != self.epoch:
+            self.skip = 0
+        self.epoch = epoch
+        self.dataset.set_epoch(epoch)
+
+    def resume_at(self, epoch: int, batches: int) -> None:
+        """Continue epoch `epoch` after its first `batches` chunks (the next epoch if done)."""
+        if batches >= len(self):
+            self.epoch, self.skip = epoch + 1, 0
+        else:
+            self.epoch, self.skip = epoch, batches
+        self.dataset.set_epoch(self.epoch)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        skip, self.skip = self.skip, 0
+        return iter([(self.epoch, i) for i in range(skip, len(self.dataset))])
+
+
 def word2vec_dataloader(
     cfg,
     stream: np.ndarray,
@@ -214,8 +307,18 @@ def word2vec_dataloader(
     world: int = 1,
     seed: int = 0,
     num_workers: int = 0,
+    chunk_tokens: int | None = None,
 ) -> DataLoader:
-    """The training loader of a word2vec run (`cfg`: models.word2vec.Config), one batch per item."""
+    """The training loader of a word2vec run (`cfg`: the family's config).
+
+    `backend: numba` in one process: chunks of the raw stream (`Word2VecChunks`), in a
+    `ResumableLoader` (its `batches_done` tells a checkpoint how far the epoch got); otherwise
+    one batch of (contexts, centres) per item (`Word2VecPairs`). `chunk_tokens`: None for
+    CHUNK_TOKENS."""
+    if getattr(cfg, "backend", "torch") == "numba" and world == 1:
+        chunks = Word2VecChunks(stream, chunk_tokens or CHUNK_TOKENS, seed)
+        # the chunks are views of one array: no worker processes, nothing to collate
+        return ResumableLoader(chunks, ChunkSampler(chunks), batch_size=None)
     ds = Word2VecPairs(stream, cfg.window, cfg.sample, cfg.batch_size, counts, rank, world, seed)
     return DataLoader(
         ds,

@@ -9,7 +9,16 @@ identical tokens, then applied unchanged to test. Everything is float64.
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+
+from nlpzoo.config import build
+from nlpzoo.io import atomic_write_json
+from nlpzoo.params import MixtureConfig, parse_models
+from nlpzoo.tracking import Tracker
 
 
 def _pair(lp_a: np.ndarray, lp_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,3 +67,49 @@ def choose_lambda(lp_a_valid: np.ndarray, lp_b_valid: np.ndarray) -> float:
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+# --------------------------------------------------------------------------- the mixture stage
+
+
+def mixtures(params: dict, root: Path) -> dict:
+    """Bengio et al. (2003) mixtures: p = λ p_run + (1 − λ) p_baseline for every other enabled
+    language-model run of `models:`, λ chosen on the validation split; written to
+    `metrics/mixtures.json` and to each run's MLflow run as `test_ppl_mix`."""
+    cfg = build(MixtureConfig, params.get("mixture"), "mixture")
+    specs = parse_models(params)  # the enabled runs only
+    root = Path(root)
+    out: dict[str, Any] = {}
+    base_path = root / "eval" / cfg.baseline / "logprobs.npz"
+    if cfg.baseline in specs and base_path.is_file():
+        base = np.load(base_path)
+        for name, spec in specs.items():
+            path = root / "eval" / name / "logprobs.npz"
+            if name == cfg.baseline or spec.task != "lm" or not path.is_file():
+                continue
+            lp = np.load(path)
+            lam = choose_lambda(lp["valid"].astype(np.float64), base["valid"].astype(np.float64))
+            mixed = {
+                s: mix_log_probs(lp[s].astype(np.float64), base[s].astype(np.float64), lam)
+                for s in ("valid", "test")
+            }
+            out[name] = {
+                "lambda": round(float(lam), 4),
+                "valid_ppl_mix": round(_perplexity(mixed["valid"]), 4),
+                "test_ppl_mix": round(_perplexity(mixed["test"]), 4),
+            }
+            tracker = Tracker.resume(root / "eval" / name, name)
+            tracker.log_metrics(
+                {
+                    "test_ppl_mix": out[name]["test_ppl_mix"],
+                    "valid_ppl_mix": out[name]["valid_ppl_mix"],
+                    "mix_lambda": out[name]["lambda"],
+                }
+            )
+    atomic_write_json(root / "metrics" / "mixtures.json", {"baseline": cfg.baseline, "runs": out})
+    return out
+
+
+def _perplexity(log_probs: np.ndarray) -> float:
+    """exp(−mean log p), in float64 (as `nlpzoo.evaluation.perplexity.perplexity`)."""
+    return math.exp(-np.asarray(log_probs, dtype=np.float64).mean())

@@ -91,10 +91,11 @@ def sliding_log_probs(
     return out
 
 
-def lm_log_probs(model, stream: np.ndarray, cfg) -> np.ndarray:
-    """Per-token log-probabilities of a split for any neural LM family, by its input shape."""
-    if model.INPUT == "window":
+def lm_log_probs(family, model, stream: np.ndarray, cfg) -> np.ndarray:
+    """Per-token log-probabilities of a split for any neural LM family, by the input shape its
+    record (`nlpzoo.families.Family`) names."""
+    if family.input == "window":
         return window_log_probs(model, stream, cfg.context_size)
-    if getattr(model, "STATEFUL", False):
+    if family.stateful:
         return recurrent_log_probs(model, stream)
     return sliding_log_probs(model, stream, cfg.block_size)

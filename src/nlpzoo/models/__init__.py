@@ -1,41 +1,45 @@
-"""The model families: family name → (Config dataclass, model class). One file per family.
+"""The model families' code, one file per family. Each family's record (`nlpzoo.families.NAME`)
+names its config, its model class, its task, the input its loader yields, how it is fitted, and
+which optional parts of the contract below the class has; the run lifecycle (`nlpzoo.lifecycle`)
+calls exactly those, and never asks a model what it has.
 
-Contract of a language-model family (task "lm"), so the shared training and scoring code can run it:
+Every model class:
 
-    class Config:                      # dataclass; hyper-parameters incl. batch_size, optimizer,
-                                       # lr, weight_decay (and lr_decay for sgd); checks in
-                                       # __post_init__ via nlpzoo.config.require
-    class Model(nn.Module):
-        INPUT = "window" | "stream"    # fixed context windows (NNLM) or contiguous (B, T) blocks
-        STATEFUL = False | True        # stream models whose state is carried across blocks (RNNs)
-        def __init__(self, config, vocab_size, counts=None)   # counts: training count per id
-        def forward(inputs, targets=None[, state]) -> (logits, loss[, state])
-        def token_log_probs(inputs, targets[, state]) -> (log p of each target[, state])
-        def embeddings() -> (V, d) input word vectors
+    def __init__(self, config, vocab_size, counts=None)  # counts: training count per id (neural)
+    def cost(vocab_size) -> nlpzoo.cost.Cost | None      # Q, multiply-adds per training token
 
-`window`: inputs (B, n-1), targets (B,). `stream`: inputs (B, T), targets (B, T) = inputs shifted
-by one token. `token_log_probs` is exact (normalised over the whole vocabulary), whatever the
-output layer, and is what perplexity is computed from.
+Fitted by Lightning (`fit: lightning`): an `nn.Module` called on a batch of its task,
+`forward(*batch) -> (logits, loss)`, with the training loss (the run's Adam or SGD is built from
+the config: `optimizer`, `lr`, `weight_decay`, `adam_beta1`, `adam_beta2`, `adam_eps`, and
+optionally `lr_decay` or `warmup_steps`). Optional, as the record says:
 
-Translation families (task "mt") take padded id batches (`nlpzoo.data.mt`): `forward(src, tgt_in,
-labels=None) -> (logits (B, T, V), loss)`, and for decoding (`nlpzoo.evaluation.decoding`) `START`,
-`start(src) -> state` and `step(state, tokens) -> (log_probs, state)`, where `state` is a nest of
-dicts, lists and tuples of tensors whose first dimension is the row (one row per hypothesis), so
-decoding can reorder the rows (beam search) and drop those of finished sentences by selecting rows
-of every tensor, without a method per family; the attention families add
-`cross_attention(src, tgt_in) -> (B, T, S)`. Training and evaluation: `nlpzoo.mt_runner`.
+    stateful        forward(inputs, targets, state) -> (logits, loss, state);
+                    detach_state(state) (recurrent models, truncated BPTT)
+    vectors         embeddings() -> (V, d) word vectors: written to vectors.txt and scored by the
+                    word-vector protocol
+    own_optimizer   configure_optimizers(total_steps): the model's own rule and schedule
+    manual_step     manual_step(batch, progress) -> (Σ loss, predictions): its own in-place
+                    update, used in a single process (progress: the fraction of the run done)
+    attention_maps  cross_attention(src, tgt_in) -> (B, T, S) (translation)
 
-Word-vector families (task "vectors") have `embeddings()` and no held-out objective: word2vec
-(INPUT "pairs": contexts and centres from the token stream; its `train_step` is a closed-form SGD
-step used instead of autograd in a single process), GloVe (INPUT "cooccur": entries of the
-co-occurrence matrix) and PPMI-SVD (closed form: `fit(rows, cols, vals)`, `save`/`load`).
+Fitted without gradient steps (`fit: count` or `closed_form`): `fit(*arrays) -> self`,
+`num_parameters()`, `save(path)`, `load(path)` (a classmethod), and for a count language model
+`log_probs(stream)`.
+
+Language models (task "lm"): `token_log_probs(inputs, targets[, state])`, exact (normalised over
+the whole vocabulary, whatever the output layer), is what perplexity is computed from. Input
+`window`: inputs (B, n-1), targets (B,); `stream`: inputs (B, T), targets (B, T) = inputs shifted
+by one token.
+
+Translation (task "mt") takes padded id batches (`nlpzoo.data.mt`): `forward(src, tgt_in,
+labels=None) -> (logits (B, T, V), loss)`, and for decoding (`nlpzoo.evaluation.decoding`)
+`config` (beam_size, length_penalty, max_len_ratio), `START`, `start(src) -> state` and
+`step(state, tokens) -> (log_probs, state)`, where `state` is a nest of dicts, lists and tuples of
+tensors whose first dimension is the row (one row per hypothesis), so decoding can reorder the
+rows (beam search) and drop those of finished sentences by selecting rows of every tensor,
+without a method per family.
+
+Word vectors (task "vectors") have no held-out objective: word2vec (input "pairs": contexts and
+centres from the token stream, or chunks of it for its compiled kernel), GloVe (input "cooccur":
+entries of the co-occurrence matrix) and PPMI-SVD (closed form on the same entries).
 """
-
-from __future__ import annotations
-
-from nlpzoo.families import FAMILIES as _REGISTRY
-
-# compatibility views of the registry (nlpzoo.families)
-FAMILIES = {name: (f.config, f.model_class()) for name, f in _REGISTRY.items()}
-TASKS = {name: f.task for name, f in _REGISTRY.items()}
-NEURAL = {name for name, f in _REGISTRY.items() if f.neural}

@@ -24,13 +24,14 @@ H = `hidden_dim` (per encoder direction and for the decoder), A = `attn_dim`.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nlpzoo.cost import MT_SPAN, Cost
 from nlpzoo.data.mt import IGNORE
 from nlpzoo.data.vocab import BOS, PAD
-from nlpzoo.families import AttentionConfig
+from nlpzoo.families.attention import AttentionConfig
+from nlpzoo.models.losses import label_smoothed_loss
 
 Config = AttentionConfig  # the `attention` params section (nlpzoo.families)
 
@@ -157,12 +158,7 @@ class Bahdanau(nn.Module):
         logits, _ = self.decode_teacher_forced(src, tgt_in)
         if labels is None:
             return logits, None
-        loss = F.cross_entropy(
-            logits.flatten(0, 1),
-            labels.flatten(),
-            ignore_index=IGNORE,
-            label_smoothing=self.config.label_smoothing,
-        )
+        loss = label_smoothed_loss(logits, labels, self.config.label_smoothing, IGNORE)
         return logits, loss
 
     def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -180,3 +176,21 @@ class Bahdanau(nn.Module):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         logits, state, _ = self._decode(state, tokens)
         return torch.log_softmax(logits, dim=-1), state  # (N, V)
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Q per target token: the bidirectional encoder 2gH(E+H) and U_a h_j (2H×A) once per
+        source token, the decoder cell on [E y; c] gH(E+3H), W_a s (H×A), additive scores and
+        the context over S = `MT_SPAN` positions S×(A+2H), and the deep output (maxout
+        optional); g = 3 gate rows for the GRU, 4 for the LSTM."""
+        c = self.config
+        e, h, a, m, s = c.emb_dim, c.hidden_dim, c.attn_dim, c.maxout, MT_SPAN
+        g = 3 if c.cell == "gru" else 4
+        v = vocab_size
+        out = (e + 3 * h) * 2 * m + m * v if m else (e + 3 * h) * v
+        symbol = "(E+3H)×2M + M×V" if m else "(E+3H)×V"
+        q = 2 * g * h * (e + h) + 2 * h * a + g * h * (e + 3 * h) + h * a + s * (a + 2 * h) + out
+        return Cost(
+            f"2gH(E+H) + 2H×A + gH(E+3H) + H×A + S×(A+2H) + {symbol}",
+            f"g={g}, E={e}, H={h}, A={a}, S={s}" + (f", M={m}" if m else "") + f", V={v:,}",
+            q,
+        )

@@ -11,8 +11,8 @@ fine-tuning's).
 The model still sees the prompt (it is the context of every target position) but is never asked
 to predict it, so its capacity goes to translation alone. At inference `<s> x` is run once and
 its keys and values cached; generation starts by feeding `<sep>` and then each new token costs
-one position. The blocks are those of `transformer_lm.py` (Vaswani et al. 2017 §3: multi-head
-attention scaled by 1/√d_k, Add & Norm, FFN).
+one position. The blocks are those of `transformer_blocks.py`, shared with `transformer_lm` and
+`transformer` (Vaswani et al. 2017 §3: multi-head attention scaled by 1/√d_k, Add & Norm, FFN).
 
 Symbols: B batch, S source positions, T target positions, P = S + 1 + T sequence length,
 V vocabulary, C = d_model, h = `heads`, d_k = C / h, L = `num_layers`.
@@ -23,52 +23,16 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from nlpzoo.cost import MT_SPAN, Cost
 from nlpzoo.data.mt import IGNORE, SEP
 from nlpzoo.data.vocab import BOS, PAD
-from nlpzoo.families import DecoderMTConfig
-from nlpzoo.models.transformer import MultiHeadAttention, sinusoidal_positions
+from nlpzoo.families.decoder_mt import DecoderMTConfig
+from nlpzoo.models.losses import label_smoothed_loss
+from nlpzoo.models.transformer_blocks import Block, sinusoidal_positions
 
 Config = DecoderMTConfig  # the `decoder_mt` params section (nlpzoo.families)
-
-
-class CachedSelfAttention(MultiHeadAttention):
-    """Multi-head causal self-attention (transformer.py's, written out) that can extend a
-    key/value cache."""
-
-    def forward(self, x, mask, cache=None):
-        """x (B, T, C); mask broadcastable to (B, h, T, t + T) over the cached and new keys;
-        cache: K, V (B, h, t, d_k) or None. Returns (B, T, C) and the extended cache."""
-        k, v = self.keys_values(x)  # (B, h, T, d_k) each
-        if cache is not None:
-            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)  # (B, h, t+T, d_k)
-        out, _ = self.attend(x, k, v, mask)  # (B, T, C)
-        return out, (k, v)
-
-
-class Block(nn.Module):
-    """Masked self-attention and FFN, each with residual and LayerNorm (Vaswani et al. §3.1)."""
-
-    def __init__(self, c: Config) -> None:
-        super().__init__()
-        self.attn = CachedSelfAttention(c.d_model, c.heads)
-        self.W_1, self.W_2 = nn.Linear(c.d_model, c.d_ff), nn.Linear(c.d_ff, c.d_model)
-        self.norm1, self.norm2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
-        self.drop, self.pre = nn.Dropout(c.dropout), c.norm == "pre"
-
-    def ffn(self, x: torch.Tensor) -> torch.Tensor:
-        return self.W_2(torch.relu(self.W_1(x)))  # FFN(x) = max(0, x W_1 + b_1) W_2 + b_2
-
-    def forward(self, x, mask, cache=None):
-        if self.pre:
-            a, cache = self.attn(self.norm1(x), mask, cache)
-            x = x + self.drop(a)
-            return x + self.drop(self.ffn(self.norm2(x))), cache
-        a, cache = self.attn(x, mask, cache)
-        x = self.norm1(x + self.drop(a))  # Add & Norm
-        return self.norm2(x + self.drop(self.ffn(x))), cache
 
 
 def build_sequence(
@@ -109,7 +73,10 @@ class DecoderMT(nn.Module):
         self.emb = nn.Embedding(vocab_size, c.d_model, padding_idx=PAD)  # E, tied to the output
         self.register_buffer("pe", sinusoidal_positions(c.max_positions, c.d_model), False)
         self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.num_layers))
+        self.blocks = nn.ModuleList(
+            Block(c.d_model, c.heads, c.d_ff, c.dropout, c.norm, causal=True)
+            for _ in range(c.num_layers)
+        )
         self.norm_f = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
         self.out_bias = nn.Parameter(torch.zeros(vocab_size))
         for m in self.modules():
@@ -136,19 +103,14 @@ class DecoderMT(nn.Module):
         never reaches it."""
         P = inputs.shape[1]
         x = self._embed(inputs, torch.arange(P, device=inputs.device).expand_as(inputs))
-        causal = torch.ones(P, P, dtype=torch.bool, device=inputs.device).tril()  # (P, P)
         for block in self.blocks:
-            x, _ = block(x, causal)  # (B, P, C)
+            x = block(x)  # (B, P, C), causal
         return self._logits(x)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy over the labelled (target) positions; −100 positions add nothing."""
-        return F.cross_entropy(
-            logits.flatten(0, 1),
-            labels.flatten(),
-            ignore_index=IGNORE,
-            label_smoothing=self.config.label_smoothing,
-        )
+        """Mean (label-smoothed) cross-entropy over the labelled (target) positions; −100
+        positions add nothing."""
+        return label_smoothed_loss(logits, labels, self.config.label_smoothing, IGNORE)
 
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
@@ -175,10 +137,9 @@ class DecoderMT(nn.Module):
         valid = prompt != PAD  # (B, 1 + S)
         P = prompt.shape[1]
         x = self._embed(prompt, torch.arange(P, device=src.device).expand_as(prompt))
-        causal = torch.ones(P, P, dtype=torch.bool, device=src.device).tril()
         caches = []
         for block in self.blocks:
-            x, cache = block(x, causal)
+            x, cache, _ = block.run(x)  # causal over the prompt
             caches.append(cache)  # K, V (B, h, P, d_k)
         return {"cache": caches, "valid": valid, "pos": valid.sum(1, keepdim=True)}
 
@@ -190,7 +151,20 @@ class DecoderMT(nn.Module):
         x = self._embed(tokens[:, None], state["pos"])  # (N, 1, C)
         caches = []
         for block, cache in zip(self.blocks, state["cache"], strict=True):
-            x, cache = block(x, mask, cache)
+            x, cache, _ = block.run(x, mask, cache)
             caches.append(cache)
         log_p = torch.log_softmax(self._logits(x[:, 0]), dim=-1)  # (N, V)
         return log_p, {"cache": caches, "valid": valid, "pos": state["pos"] + 1}
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Q per target token: one causal sequence `source <sep> target` runs every position
+        through the L blocks and the output layer, so a target token costs (S+T)/T positions
+        (= 2 at S = T = `MT_SPAN`), each attending over up to S+T positions."""
+        c = self.config
+        C, ff, layers, span = c.d_model, c.d_ff, c.num_layers, 2 * MT_SPAN
+        per_position = layers * (4 * C * C + 2 * C * ff + 2 * span * C) + C * vocab_size
+        return Cost(
+            "(S+T)/T × (L×(4C² + 2C×F + 2(S+T)×C) + C×V)",
+            f"L={layers}, C={C}, F={ff}, S=T={MT_SPAN}, V={vocab_size:,}",
+            2 * per_position,
+        )

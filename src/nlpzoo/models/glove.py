@@ -38,7 +38,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nlpzoo.families import ADAGRAD, GloveConfig
+from nlpzoo.cost import Cost
+from nlpzoo.families.glove import ADAGRAD, GloveConfig
 
 Config = GloveConfig  # the `glove` params section (nlpzoo.families)
 
@@ -169,3 +170,9 @@ class Glove(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Q = 2D per non-zero X_ij (the dot product w_i·w̃_j and its gradient): per entry of the
+        co-occurrence matrix, not per token."""
+        d = self.config.dim
+        return Cost("2D per non-zero X_ij", f"D={d}", 2 * d, unit="entry")

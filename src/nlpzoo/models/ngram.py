@@ -57,7 +57,7 @@ import numpy as np
 
 from nlpzoo.data.vocab import BOS, EOS, PAD
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.families import NgramConfig
+from nlpzoo.families.ngram import NgramConfig
 from nlpzoo.io import atomic_open
 
 logger = logging.getLogger(__name__)
@@ -312,6 +312,10 @@ class KneserNey:
     def num_parameters(self) -> int:
         """Number of stored n-gram entries over all orders."""
         return int(sum(t.keys.shape[0] for t in self._tables))
+
+    def cost(self, vocab_size: int) -> None:
+        """No multiply-adds per token: the model counts n-grams and reads its tables."""
+        return None
 
     def save(self, path: Path) -> None:
         """Write every table to one .npz file (atomically) with the config as JSON."""

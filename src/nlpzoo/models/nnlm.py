@@ -41,8 +41,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nlpzoo.cost import Cost, output_term
 from nlpzoo.errors import ConfigError
-from nlpzoo.families import NNLMConfig
+from nlpzoo.families.nnlm import NNLMConfig
 from nlpzoo.models.outputs import make_output
 
 Config = NNLMConfig  # the `nnlm` params section (nlpzoo.families)
@@ -170,3 +171,15 @@ class NNLM(nn.Module):
         else:
             out = self.U.num_ops_per_token()
         return float(nd + nd * c.hidden_dim + out)
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Mikolov et al. (2013a)'s Q for the NNLM with this run's sizes (`cost_per_token`)."""
+        c = self.config
+        n, d, h = c.context_size, c.emb_dim, c.hidden_dim
+        width = h + (n * d if c.direct else 0)
+        counted = self.U.num_ops_per_token() if c.output == "adaptive" else None
+        last, symbol = output_term(
+            width, "(H + N×D)" if c.direct else "H", c.output, vocab_size, counted
+        )
+        q = None if last is None else n * d + n * d * h + last
+        return Cost(f"N×D + N×D×H + {symbol}", f"N={n}, D={d}, H={h}, V={vocab_size:,}", q)

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.families import KINDS
+from nlpzoo.families.common import KINDS
 
 # ---------------------------------------------------------------------------------- Huffman tree
 
@@ -270,7 +270,6 @@ class AdaptiveSoftmax(nn.Module):
 
 
 # ---------------------------------------------------------------------------------- factory
-
 
 
 def make_output(

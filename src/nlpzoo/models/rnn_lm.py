@@ -32,8 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nlpzoo.cost import Cost, output_term
 from nlpzoo.errors import ConfigError
-from nlpzoo.families import RNNLMConfig
+from nlpzoo.families.rnn_lm import RNNLMConfig
 from nlpzoo.models.outputs import FullSoftmax, check_cutoffs, make_output
 
 State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # h, or (h, c); each (L, B, h)
@@ -175,3 +176,19 @@ class RNNLM(nn.Module):
         )
         output = c.hidden_dim * vocab_size if self.softmax else self.out.num_ops_per_token()
         return int(recurrent + output)
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Q = Σ_l g×H×(in_l + H) + the output term, with this run's sizes (`cost_per_token`; a
+        hierarchical output is counted as a balanced tree, H×log₂V, as Mikolov et al. do)."""
+        c = self.config
+        d, h, layers = c.emb_dim, c.hidden_dim, c.num_layers
+        lstm = c.cell == "lstm"
+        g = 4 if lstm else 1
+        counted = self.out.num_ops_per_token() if c.output == "adaptive" else None
+        last, symbol = output_term(h, "H", c.output, vocab_size, counted)
+        recurrent = sum(g * h * ((d if i == 0 else h) + h) for i in range(layers))
+        return Cost(
+            f"Σ_l g×H×(in_l + H) + {symbol}",
+            f"g={g} ({'LSTM' if lstm else 'tanh RNN'}), L={layers}, D={d}, H={h}, V={vocab_size:,}",
+            None if last is None else recurrent + last,
+        )

@@ -21,13 +21,14 @@ E = `emb_dim`, H = `hidden_dim`, L = `num_layers`.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nlpzoo.cost import Cost
 from nlpzoo.data.mt import IGNORE
 from nlpzoo.data.vocab import BOS, PAD
-from nlpzoo.families import Seq2SeqConfig
+from nlpzoo.families.seq2seq import Seq2SeqConfig
+from nlpzoo.models.losses import label_smoothed_loss
 
 Config = Seq2SeqConfig  # the `seq2seq` params section (nlpzoo.families)
 
@@ -90,12 +91,7 @@ class Seq2Seq(nn.Module):
         logits = self.out(self.drop(s))  # (B, T, V)
         if labels is None:
             return logits, None
-        loss = F.cross_entropy(
-            logits.flatten(0, 1),
-            labels.flatten(),
-            ignore_index=IGNORE,
-            label_smoothing=self.config.label_smoothing,
-        )
+        loss = label_smoothed_loss(logits, labels, self.config.label_smoothing, IGNORE)
         return logits, loss
 
     # ---------------------------------------------------------- decoding (evaluation/decoding.py)
@@ -114,3 +110,11 @@ class Seq2Seq(nn.Module):
         s, (h, c) = self.decoder(self.tgt_emb(tokens)[:, None], (h, c))  # s (N, 1, H)
         log_p = torch.log_softmax(self.out(s[:, 0]), dim=-1)  # (N, V)
         return log_p, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Q per target token = 2 Σ_l 4H×(in_l + H) + H×V: the encoder's and the decoder's LSTM
+        layers (one source token per target token) and the output layer."""
+        c = self.config
+        e, h, layers = c.emb_dim, c.hidden_dim, c.num_layers
+        q = 2 * sum(4 * h * ((e if i == 0 else h) + h) for i in range(layers)) + h * vocab_size
+        return Cost("2 Σ_l 4H×(in_l + H) + H×V", f"L={layers}, E={e}, H={h}, V={vocab_size:,}", q)

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.families import SVDConfig
+from nlpzoo.families.svd import SVDConfig
 from nlpzoo.io import atomic_open
 
 logger = logging.getLogger(__name__)
@@ -133,6 +133,10 @@ class PPMISVD:
     def num_parameters(self) -> int:
         """Numbers in the word vectors, V·d (the factorisation keeps no other trained weight)."""
         return self.vocab_size * self.config.dim
+
+    def cost(self, vocab_size: int) -> None:
+        """No per-token cost: one truncated SVD of the PPMI matrix, nothing per training token."""
+        return None
 
     def save(self, path: Path) -> None:
         """U, s and the config as JSON in one .npz (written atomically, loads without pickle)."""

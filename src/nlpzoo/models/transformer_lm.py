@@ -24,7 +24,8 @@ warm-up). Not reproduced: Adam's β_2 = 0.98 (the shared optimizer keeps 0.999) 
 variant of GPT-2 and Xiong et al. (2020): more stable without warm-up, and not the paper.
 
 Sequences longer than `block_size` must be cut by the caller: the model is not stateful, so each
-(B, T) block starts from an empty context.
+(B, T) block starts from an empty context. Attention, positions, the FFN and the block are those of
+`transformer_blocks.py`, shared with the translation Transformers.
 """
 
 from __future__ import annotations
@@ -32,114 +33,14 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.families import TransformerLMConfig
+from nlpzoo.cost import Cost
+from nlpzoo.families.transformer_lm import TransformerLMConfig
+from nlpzoo.models.losses import label_smoothed_loss
+from nlpzoo.models.transformer_blocks import Block, sinusoidal_positions
 
 Config = TransformerLMConfig  # the `transformer_lm` params section (nlpzoo.families)
-
-
-def attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q Kᵀ / √d_k) V, §3.2.1. q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v).
-
-    `mask` (T_q, T_k) or broadcastable: boolean, True where a query may attend (as in
-    `scaled_dot_product_attention`), or a float added to the scores (−inf to forbid).
-    Returns the output (..., T_q, d_v) and the attention weights (..., T_q, T_k).
-    """
-    scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k)
-    if scale:
-        # scaled by 1/√d_k so the dot products do not push the softmax into saturation (§3.2.1)
-        scores = scores / math.sqrt(q.shape[-1])
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))  # (..., T_q, T_k)
-        else:
-            scores = scores + mask  # (..., T_q, T_k)
-    weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k), rows sum to 1
-    return weights @ v, weights  # (..., T_q, d_v), (..., T_q, T_k)
-
-
-def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
-    """(T, T) boolean, True on and below the diagonal: position t attends to 1..t (§3.2.3)."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
-
-
-def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
-    """PE (length, d_model): PE(pos, 2i) = sin(pos / 10000^{2i/d}), PE(pos, 2i+1) = cos(..), §3.5"""
-    pos = torch.arange(length, dtype=torch.float64)[:, None]  # (length, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d/2,) the even dimensions 2i
-    angle = pos / 10000.0 ** (two_i / d_model)  # (length, d/2)
-    pe = torch.zeros(length, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
-    return pe.float()
-
-
-class CausalSelfAttention(nn.Module):
-    """MultiHead(X) = Concat(head_1, ..., head_h) W^O with the causal mask (§3.2.2)."""
-
-    def __init__(self, d_model: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.d_k = d_model // heads
-        # the h projections W_j^Q (C×d_k) side by side form one C×C matrix; likewise K and V
-        self.W_q = nn.Linear(d_model, d_model)
-        self.W_k = nn.Linear(d_model, d_model)
-        self.W_v = nn.Linear(d_model, d_model)
-        self.W_o = nn.Linear(d_model, d_model)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, T, C) → (B, T, C)."""
-        B, T, C = x.shape
-        h, d_k = self.heads, self.d_k
-        q = self.W_q(x).view(B, T, h, d_k).transpose(1, 2)  # (B, h, T, d_k)
-        k = self.W_k(x).view(B, T, h, d_k).transpose(1, 2)  # (B, h, T, d_k)
-        v = self.W_v(x).view(B, T, h, d_k).transpose(1, 2)  # (B, h, T, d_k)
-        out, _ = attention(q, k, v, causal_mask(T, x.device))  # (B, h, T, d_k)
-        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C) = Concat(head_1..head_h)
-        return self.W_o(out)  # (B, T, C)
-
-
-class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the same at every position (§3.3)."""
-
-    def __init__(self, d_model: int, d_ff: int) -> None:
-        super().__init__()
-        self.W_1 = nn.Linear(d_model, d_ff)
-        self.W_2 = nn.Linear(d_ff, d_model)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.W_2(torch.relu(self.W_1(x)))  # (B, T, d_ff) → (B, T, C)
-
-
-class Block(nn.Module):
-    """Masked self-attention then FFN, each inside a residual connection and LayerNorm (§3.1)."""
-
-    def __init__(self, config: Config) -> None:
-        super().__init__()
-        self.attn = CausalSelfAttention(config.d_model, config.heads)
-        self.ffn = FeedForward(config.d_model, config.d_ff)
-        self.norm1 = nn.LayerNorm(config.d_model)
-        self.norm2 = nn.LayerNorm(config.d_model)
-        self.drop = nn.Dropout(config.dropout)  # on each sub-layer's output, before the add (§5.4)
-        self.pre = config.norm == "pre"
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, T, C) → (B, T, C)."""
-        if self.pre:
-            # pre-norm (Xiong et al. 2020): the residual path stays an identity from input to output
-            x = x + self.drop(self.attn(self.norm1(x)))  # (B, T, C)
-            return x + self.drop(self.ffn(self.norm2(x)))  # (B, T, C)
-        # post-norm, the paper's Add & Norm: LayerNorm(x + Sublayer(x))
-        x = self.norm1(x + self.drop(self.attn(x)))  # (B, T, C)
-        return self.norm2(x + self.drop(self.ffn(x)))  # (B, T, C)
 
 
 class TransformerLM(nn.Module):
@@ -162,7 +63,11 @@ class TransformerLM(nn.Module):
         else:
             self.pos_emb = nn.Embedding(config.block_size, C)  # learned, as in Radford et al. 2018
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
+        # masked self-attention then FFN, each with residual and LayerNorm (§3.1)
+        c = config
+        self.blocks = nn.ModuleList(
+            Block(C, c.heads, c.d_ff, c.dropout, c.norm, causal=True) for _ in range(c.num_layers)
+        )
         # pre-norm leaves the last residual sum un-normalised: one more LayerNorm (as in GPT-2)
         self.norm_f = nn.LayerNorm(C) if config.norm == "pre" else nn.Identity()
         self.lm_head = nn.Linear(C, V)  # logits x Eᵀ + b
@@ -192,7 +97,7 @@ class TransformerLM(nn.Module):
                 f"sequence length {inputs.shape[1]} exceeds block_size "
                 f"{self.config.block_size}; cut the input into blocks of at most block_size tokens"
             )
-        B, T = inputs.shape
+        T = inputs.shape[1]
         # embedding weights multiplied by √d_model (§3.4)
         x = self.tok_emb(inputs) * math.sqrt(self.config.d_model)  # (B, T, C)
         if self.pos_emb is None:
@@ -205,8 +110,7 @@ class TransformerLM(nn.Module):
         logits = self.lm_head(self.norm_f(x))  # (B, T, V)
         if targets is None:
             return logits, None
-        loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
-        return logits, loss
+        return logits, label_smoothed_loss(logits, targets, smoothing=0.0)  # plain cross-entropy
 
     def token_log_probs(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Natural-log probability of each target, (B, T): exact, normalised over all of V."""
@@ -231,3 +135,13 @@ class TransformerLM(nn.Module):
         C, T = c.d_model, c.block_size
         per_layer = 4 * C * C + 2 * C * c.d_ff + 2 * T * C
         return c.num_layers * per_layer + C * vocab_size
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Q = L×(4C² + 2C×F + 2T×C) + C×V with this run's sizes (`cost_per_token`)."""
+        c = self.config
+        C, ff, L, T = c.d_model, c.d_ff, c.num_layers, c.block_size
+        return Cost(
+            "L×(4C² + 2C×F + 2T×C) + C×V",
+            f"L={L}, C={C}, F={ff}, T={T}, V={vocab_size:,}",
+            L * (4 * C * C + 2 * C * ff + 2 * T * C) + C * vocab_size,
+        )

@@ -35,7 +35,19 @@ Symbols: V vocabulary, d = `dim`, B centres per batch, C = 2·window context slo
 n present contexts in the batch (the skip-gram pairs), K noise words, L the batch's longest
 Huffman path, J output rows per pair (K + 1 or L).
 
-Training is plain SGD on the rows a batch touches, as in the tool: the rate falls linearly from
+Two ways to train, chosen by `backend`:
+
+    numba   (default; CPU, one process) `manual_step` on a chunk of the raw token stream
+            (nlpzoo.data.word2vec.Word2VecChunks): the compiled kernel of
+            nlpzoo.models.word2vec_kernel does word2vec.c's own procedure, one SGD step per pair
+            with sub-sampling, dynamic window, noise words and the rate's decay inside it, on
+            `threads` lock-free threads. Each Lightning step is one chunk (~200,000 tokens).
+    torch   batches of `batch_size` centres (nlpzoo.data.word2vec.Word2VecPairs), one batched
+            step per batch, as below. This is the path for DDP (several processes: the weights'
+            gradients are all-reduced) and for GPUs; a run of several processes takes it
+            whatever `backend` says.
+
+Both are plain SGD on the rows a pair touches, as in the tool: the rate falls linearly from
 `lr` towards 0 over the run and never below `lr·min_lr_ratio` (word2vec.c: alpha = starting_alpha
 · (1 − words_done / (iter·train_words + 1)), floored at starting_alpha · 0.0001; gensim
 interpolates to min_alpha instead). word2vec.c takes one step per pair; a batch takes the step of
@@ -43,7 +55,7 @@ its pairs' summed loss at the same per-pair rate, all computed from the weights 
 the batch. A row that many pairs of a batch touch (the tree's root: every pair; a frequent noise
 word) takes the sum of their steps at once, so a batch must stay small enough for lr × (those
 pairs) to be stable: large batches diverge with hierarchical softmax (Config.batch_size). Two
-equivalent ways to train:
+equivalent ways to take a batched step:
 
     autograd   `forward` returns loss = Σ_pairs ℓ / batch_size (the loss per centre word), with
                sparse gradients for the touched rows only; `configure_optimizers(total_steps)`
@@ -59,6 +71,7 @@ Brown the mean's gradient gave WordSim-353 ρ 0.16 against 0.20–0.23 after 5 e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -66,8 +79,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nlpzoo.cost import Cost
 from nlpzoo.errors import ConfigError
-from nlpzoo.families import Word2VecConfig
+from nlpzoo.families.word2vec import Word2VecConfig
 from nlpzoo.models.outputs import huffman_tree
 
 FIRST_WORD = 4  # ids 0..3 are the specials <unk> <s> </s> <pad>: never targets or noise words
@@ -102,7 +116,8 @@ class Word2Vec(nn.Module):
     """CBOW or skip-gram with negative sampling or hierarchical softmax; see the module doc.
 
     Batches (nlpzoo.data.word2vec.Word2VecPairs, the same for both models): inputs (B, C) the
-    context ids of each centre, −1 where there is none; targets (B,) the centres.
+    context ids of each centre, −1 where there is none; targets (B,) the centres. Or, for the
+    numba kernel (`manual_step`), a chunk of the raw stream (Word2VecChunks).
     """
 
     INPUT = "pairs"
@@ -121,6 +136,8 @@ class Word2Vec(nn.Module):
         if len(counts) != vocab_size:
             raise ValueError(f"counts has {len(counts)} entries for a vocabulary of {vocab_size}")
         self.config, self.vocab_size = c, vocab_size
+        self._counts = np.asarray(counts, dtype=np.int64).copy()
+        self._tables = None  # the numba kernel's tables, built on its first step
         words = np.asarray(counts, dtype=np.float64).copy()
         words[:FIRST_WORD] = 0.0  # specials are never predicted
         if words.sum() <= 0:
@@ -226,6 +243,12 @@ class Word2Vec(nn.Module):
 
     # ------------------------------------------------------------------------------ manual
 
+    def rate(self, progress: float) -> float:
+        """word2vec.c's rate after `progress` (0..1) of the run: lr·max(1 − progress,
+        min_lr_ratio)."""
+        c = self.config
+        return c.lr * max(1.0 - progress, c.min_lr_ratio)
+
     def lr_at(self, step: int, total_steps: int) -> float:
         """word2vec.c's rate at `step` of `total_steps`: lr·max(1 − step/total, min_lr_ratio)."""
         c = self.config
@@ -284,8 +307,96 @@ class Word2Vec(nn.Module):
             W_in.index_add_(0, ctx, dh.view(-1, d).index_select(0, slots))
         return loss
 
+    # ------------------------------------------------------------------------------ kernel
+
+    def kernel_tables(self):
+        """What the numba kernel reads besides the weights (nlpzoo.models.word2vec_kernel):
+        word2vec.c's keep probabilities, and the Huffman tree or the noise alias table."""
+        if self._tables is None:
+            from nlpzoo.data.word2vec import keep_probability
+            from nlpzoo.models.word2vec_kernel import make_tables
+
+            c = self.config
+            words = self._counts.astype(np.float64)
+            words[:FIRST_WORD] = 0.0
+            tree = noise = None
+            if self.hierarchical:
+                tree = (self.points.numpy(), self.codes.numpy(), self.lengths.numpy())
+            else:
+                noise = alias_table(words**c.ns_exponent)
+            p_keep = keep_probability(self._counts, c.sample)
+            self._tables = make_tables(
+                c.model, c.objective, c.window, c.negative, p_keep, tree, noise
+            )
+        return self._tables
+
+    @torch.no_grad()
+    def train_chunk(
+        self, batch: dict, progress: float, progress_end: float
+    ) -> tuple[torch.Tensor, int]:
+        """The numba path's step: word2vec.c's per-pair SGD over one chunk of the raw stream
+        (nlpzoo.data.word2vec.Word2VecChunks), in place, with `config.threads` Hogwild threads.
+
+        The rate falls linearly across the chunk from rate(progress) to rate(progress_end) (per
+        pair, as word2vec.c's falls with the words done), never below lr·min_lr_ratio. Returns
+        the mean loss per (input, target) pair over the chunk and the number of pairs."""
+        from nlpzoo.models.word2vec_kernel import train_tokens
+
+        if self.W_in.device.type != "cpu":
+            raise ConfigError(
+                "key 'backend': numba trains on the CPU; set backend: torch to train word2vec "
+                f"on {self.W_in.device.type}"
+            )
+        c = self.config
+        loss, pairs = train_tokens(
+            batch["tokens"].numpy(),
+            self.W_in.detach().numpy(),
+            self.W_out.detach().numpy(),
+            self.kernel_tables(),
+            c.lr * (1.0 - progress),
+            c.lr * (1.0 - progress_end),
+            c.lr * c.min_lr_ratio,
+            int(batch["seed"]),
+            c.threads,
+        )
+        return torch.tensor(loss / max(pairs, 1)), pairs
+
+    def manual_step(
+        self, batch, progress: float, progress_end: float | None = None
+    ) -> tuple[float, int]:
+        """The in-place update of one step, whichever loader made the batch. `progress` is the
+        fraction of the run done before the step, `progress_end` after it.
+
+        A chunk of the stream (numba, `train_chunk`): the rate falls linearly from
+        lr·(1 − progress) to lr·(1 − progress_end) across the chunk (constant at the first
+        without `progress_end`); returns the loss summed over its pairs, and the pairs.
+        (inputs, targets) (torch, `train_step`): the rate lr·(1 − progress); returns the loss per
+        centre times the centres, and the centres. Either way the epoch's training loss is
+        Σ loss / Σ count: the mean loss per pair (numba) or per centre (torch)."""
+        if isinstance(batch, dict):
+            end = progress if progress_end is None else progress_end
+            loss, pairs = self.train_chunk(batch, progress, end)
+            return float(loss) * pairs, pairs
+        inputs, targets = batch
+        n = targets.numel()
+        return float(self.train_step(inputs, targets, self.rate(progress))) * n, n
+
     # ------------------------------------------------------------------------------ results
 
     def embeddings(self) -> torch.Tensor:
         """The input vectors W_in, (V, d): the word vectors the papers evaluate."""
         return self.W_in.detach()
+
+    def cost(self, vocab_size: int) -> Cost:
+        """Mikolov et al. (2013a)'s Q with this run's sizes: CBOW N×D + D×log₂V over N = 2C
+        context words, skip-gram C×(D + D×log₂V); negative sampling has K + 1 for log₂V."""
+        c = self.config
+        d, window = c.dim, c.window
+        if c.objective == "hierarchical":
+            out, symbol, size = math.log2(vocab_size), "log₂V", f"V={vocab_size:,}"
+        else:
+            out, symbol, size = c.negative + 1, "(K+1)", f"K={c.negative}"
+        if c.model == "cbow":
+            n = 2 * window  # the context words on both sides
+            return Cost(f"N×D + D×{symbol}", f"N={n}, D={d}, {size}", n * d + d * out)
+        return Cost(f"C×(D + D×{symbol})", f"C={window}, D={d}, {size}", window * (d + d * out))

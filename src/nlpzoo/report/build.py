@@ -4,6 +4,10 @@ and `reports/figures/*.png` from the pipeline's metrics, curves and evaluation a
 Sections: header (data, vocabularies, params hash, git revision, DVC experiment), 1 language
 modelling, 2 word vectors, 3 translation, 4 cost, 5 learning curves, and a footer listing the runs
 that are missing or incomplete. Any subset of runs renders; what is absent is listed, not fatal.
+
+The runs shown are exactly the enabled runs of params' `models:` (`build_report(runs=...)`), each
+in the section of its family's task (`nlpzoo.families`); metrics files of other runs are only
+listed in the footer. Nothing here knows a family by name, and nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nlpzoo.config import build
+from nlpzoo.families import FAMILIES, TASKS
 from nlpzoo.io import atomic_dir, atomic_write_text
-from nlpzoo.params import ReportConfig
+from nlpzoo.params import MixtureConfig, ReportConfig, parse_models
 from nlpzoo.report import figures, tables
 from nlpzoo.report.document import (
     Block,
@@ -29,7 +35,15 @@ from nlpzoo.report.document import (
     to_html,
     to_markdown,
 )
-from nlpzoo.report.inputs import Provenance, Run, load_curve, load_json, load_runs, read_vectors
+from nlpzoo.report.inputs import (
+    Provenance,
+    Run,
+    load_curve,
+    load_json,
+    load_runs,
+    read_vectors,
+    task_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +64,8 @@ def build_report(
     provenance: Provenance | None = None,
     mlflow: bool = False,
 ) -> str:
-    """Render the report; `runs` maps every run named in params to its family (for the footer).
+    """Render the report of `runs`, run -> family; by default the enabled runs of `params`'
+    `models:` (`nlpzoo.params.parse_models`). Metrics files of other runs are only listed.
 
     Returns the Markdown text; writes `out_dir` as a whole (report.md, index.html, figures/).
     With `mlflow`, each run's figures are also attached to its MLflow run (the one recorded in
@@ -58,11 +73,15 @@ def build_report(
     cfg = config or ReportConfig()
     prov = provenance or Provenance()
     params = params or {}
-    found, mixtures, missing = load_runs(Path(metrics_dir), dict(runs or {}))
+    if runs is None:
+        runs = {n: s.family for n, s in parse_models(params).items()} if "models" in params else {}
+    runs = dict(runs)
+    found, mixtures, missing, ignored = load_runs(Path(metrics_dir), runs)
     with atomic_dir(Path(out_dir)) as tmp:
         fig_dir = tmp / "figures"
         fig_dir.mkdir()
         ctx = _Context(cfg, prov, params, found, Path(plots_dir), Path(eval_dir), Path(models_dir))
+        ctx.tasks = {task_of(family) for family in runs.values()}  # found or not
         blocks: list[Block] = [Heading(TITLE, 1)]
         blocks += _header(ctx)
         blocks += _language_models(ctx, mixtures)
@@ -70,7 +89,7 @@ def build_report(
         blocks += _translation(ctx, fig_dir)
         blocks += _cost(ctx)
         blocks += _curves(ctx, fig_dir)
-        blocks += _footer(ctx, missing)
+        blocks += _footer(ctx, missing, ignored)
         text = to_markdown(blocks, tmp)
         atomic_write_text(tmp / "report.md", text)
         atomic_write_text(tmp / "index.html", to_html(blocks, TITLE))
@@ -105,6 +124,7 @@ class _Context:
         self.runs: dict[str, Run] = runs
         self.plots_dir, self.eval_dir, self.models_dir = plots_dir, eval_dir, models_dir
         self.notes: list[str] = []  # missing artifacts, for the footer
+        self.tasks: set[str] = set()  # the tasks of the runs shown (data rows of the header)
 
     def of_task(self, task: str) -> list[Run]:
         return [r for r in self.runs.values() if r.task == task]
@@ -125,7 +145,7 @@ def _header(ctx: _Context) -> list[Block]:
     rows = []
     lm, mt = p.data.get("lm") or {}, p.data.get("mt") or {}
     lm_stats, mt_stats = p.vocab.get("lm") or {}, p.vocab.get("mt") or {}
-    if lm or lm_stats:
+    if (lm or lm_stats) and ctx.tasks & {"lm", "vectors"}:
         splits = " / ".join(
             tables.fmt(lm_stats.get(f"{s}_tokens"), ",.0f") for s in ("train", "valid", "test")
         )
@@ -142,7 +162,7 @@ def _header(ctx: _Context) -> list[Block]:
                 ),
             }
         )
-    if mt or mt_stats:
+    if (mt or mt_stats) and "mt" in ctx.tasks:
         splits = " / ".join(
             tables.fmt(mt_stats.get(f"{s}_sentences"), ",.0f") for s in ("train", "valid", "test")
         )
@@ -173,29 +193,37 @@ def _language_models(ctx: _Context, mixtures: dict) -> list[Block]:
     runs = ctx.of_task("lm")
     if not runs:
         return [*blocks, Para("No language-model runs yet.")]
+    baseline = build(MixtureConfig, ctx.params.get("mixture"), "mixture").baseline
     blocks += [
         Para(
             "Perplexity = exp(mean negative log-likelihood per token) over every token of the "
             "split, each sentence's `</s>` and `<unk>` included; every run scores the identical "
             "token stream, so the ratios are fair. "
             + _split_note(ctx)
-            + "The mixture interpolates a run with the n-gram, λ chosen on the validation "
-            "split, as the paper does."
+            + f"The ratios are to the baseline run `{baseline}` (params `mixture.baseline`); "
+            "the mixture interpolates a run with it, λ chosen on the validation split, as the "
+            "paper does with the n-gram."
         ),
-        Table(tables.lm_table(runs, mixtures)),
-        Para(
-            "The last row is the paper's own result, **paper, different preprocessing**: "
-            "Bengio et al. (2003) report their best neural model mixed with the trigram 24 % "
-            "below the best n-gram in test perplexity (vocabulary 16,383 words, frequency ≤ 3 "
-            "merged); compare the ratio, not the perplexities."
-        ),
+        Table(tables.lm_table(runs, mixtures, baseline, paper=_on_brown(ctx))),
     ]
+    if _on_brown(ctx):
+        blocks.append(
+            Para(
+                "The last row is the paper's own result, **paper, different preprocessing**: "
+                "Bengio et al. (2003) report their best neural model mixed with the trigram 24 % "
+                "below the best n-gram in test perplexity (vocabulary 16,383 words, frequency "
+                "≤ 3 merged); compare the ratio, not the perplexities."
+            )
+        )
     return blocks
 
 
+def _on_brown(ctx: _Context) -> bool:
+    return (ctx.prov.data.get("lm") or {}).get("source", "brown") == "brown"
+
+
 def _split_note(ctx: _Context) -> str:
-    lm = ctx.prov.data.get("lm") or {}
-    if lm.get("source", "brown") != "brown":
+    if not _on_brown(ctx):
         return ""
     return (
         "Brown is split as in Bengio et al. (2003): first 800,000 tokens train, next 200,000 "
@@ -209,20 +237,17 @@ def _split_note(ctx: _Context) -> str:
 
 def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
     blocks: list[Block] = [Heading("2. Word vectors")]
-    runs = [
-        r
-        for r in ctx.runs.values()
-        if r.family != "ngram" and (r.task == "vectors" or "analogy_acc" in r.metrics)
-    ]
+    runs = [r for r in ctx.runs.values() if r.task == "vectors" or FAMILIES[r.family].vectors]
     if not runs:
         return [*blocks, Para("No runs with word vectors yet.")]
     blocks += [
         Para(
             "Every run with word vectors, the language models' input embeddings included "
-            "(the n-gram has none). Analogy: `questions-words.txt`, 3CosAdd on unit vectors, "
-            "answers searched among the 30,000 most frequent words, questions with an unknown "
-            "word skipped (coverage = answered / 19,544). Similarity: Spearman ρ between cosine "
-            "and human scores, pairs with an unknown word skipped. The training text has "
+            "(a family without embeddings has no row). Analogy: `questions-words.txt`, 3CosAdd "
+            "on unit vectors, answers searched among the 30,000 most frequent words, questions "
+            "with an unknown word skipped (coverage = answered / 19,544). Similarity: "
+            "Spearman ρ between cosine and human scores, pairs with an unknown word skipped. "
+            "The training text has "
             f"{tables.fmt((ctx.prov.vocab.get('lm') or {}).get('train_tokens'), ',.0f')} "
             "tokens, far from the papers' billions, so absolute numbers are low."
         ),
@@ -307,10 +332,15 @@ def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
             f"{mt.get('source', 'Multi30k')} {mt.get('src', 'de')}→{mt.get('tgt', 'en')}, "
             f"test set `{mt.get('test_set', 'test_2016_flickr')}`. sacreBLEU is cased and "
             "detokenized against the raw references; *BLEU tok. lowercase* follows the Multi30k "
-            "literature (Moses-normalised, tokenized, lowercased) and is the column to hold "
-            "against the published tutorial numbers (word-level models, last rows)."
+            "literature (Moses-normalised, tokenized, lowercased)"
+            + (
+                " and is the column to hold against the published tutorial numbers (word-level "
+                "models, last rows)."
+                if _on_multi30k(ctx)
+                else "."
+            )
         ),
-        Table(tables.mt_table(runs)),
+        Table(tables.mt_table(runs, tutorial=_on_multi30k(ctx))),
     ]
     sigs = tables.mt_signatures(runs)
     if sigs:
@@ -322,6 +352,8 @@ def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
         elif ctx.cfg.samples:
             blocks += [Table(samples.head(ctx.cfg.samples), f"{r.name}: sample translations")]
         maps = _mt_attention(ctx.eval_dir / r.name)
+        if not maps and FAMILIES[r.family].attention_maps:
+            ctx.note(r.name, f"no attention arrays in eval/{r.name}/")
         for i, (src, tgt, w) in enumerate(maps[: ctx.cfg.attention_sentences]):
             path = figures.attention_heatmap(
                 w,
@@ -339,9 +371,15 @@ def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
                         half=True,
                     )
                 )
-        if not maps and r.family in ("attention", "transformer"):
-            ctx.note(r.name, f"no attention arrays in eval/{r.name}/")
     return blocks
+
+
+def _on_multi30k(ctx: _Context) -> bool:
+    mt = ctx.prov.data.get("mt") or {}
+    return (mt.get("source", "multi30k"), mt.get("test_set", "test_2016_flickr")) == (
+        "multi30k",
+        "test_2016_flickr",
+    )
 
 
 def _mt_samples(run_eval: Path) -> pd.DataFrame | None:
@@ -376,24 +414,21 @@ def _mt_attention(run_eval: Path) -> list[tuple[list[str], list[str], np.ndarray
 
 def _cost(ctx: _Context) -> list[Block]:
     blocks: list[Block] = [Heading("4. Cost")]
-    vocab = {task: stats.get("vocab_size") for task, stats in ctx.prov.vocab.items() if stats}
-    vocab.setdefault("vectors", vocab.get("lm"))
-    runs = [r for r in ctx.runs.values() if r.task in ("lm", "vectors", "mt")]
-    table = tables.cost_table(runs, ctx.params, vocab)
+    table = tables.cost_table(list(ctx.runs.values()))
     if table.empty:
-        return [*blocks, Para("No run reports its training speed yet.")]
+        return [*blocks, Para("No run reports its cost or training speed yet.")]
     blocks += [
         Para(
             "Q is the work per training token as Mikolov et al. (2013) count it — multiply-adds "
-            "of one forward pass: NNLM `N×D + N×D×H + H×V` (hierarchical softmax: `H×log₂V`), "
-            "CBOW `N×D + D×log₂V`, skip-gram `C×(D + D×log₂V)` (negative sampling: `K+1` "
-            "for `log₂V`), and the counterparts for the recurrent and Transformer models "
-            "(translation: per target token, attention spans S = T = 16 pieces); "
-            "evaluated here with each run's sizes, beside the count the model keeps itself "
-            "(adaptive and Huffman outputs are only counted there; the ratio uses that count). "
-            "Measured time per token is wall-clock training time over tokens seen "
-            "(forward, backward and update, so about 3 Q of work); the ratio of the two is the "
-            "time per multiply-add each implementation achieves on this machine."
+            "of one forward pass, e.g. NNLM `N×D + N×D×H + H×V` (hierarchical softmax: "
+            "`H×log₂V`), CBOW `N×D + D×log₂V`, skip-gram `C×(D + D×log₂V)` (negative "
+            "sampling: `K+1` for `log₂V`). Each model states its own formula and evaluates it "
+            "with its run's sizes (translation: per target token, attention spans S = T = 16 "
+            "pieces; adaptive outputs counted over the training frequencies); the run records "
+            "it in its metrics, shown here as written. Measured time per token is wall-clock "
+            "training time over tokens seen (forward, backward and update, so about 3 Q of "
+            "work); the ratio of the two is the time per multiply-add each implementation "
+            "achieves on this machine."
         ),
         Table(table),
     ]
@@ -413,7 +448,7 @@ def _curves(ctx: _Context, fig_dir: Path) -> list[Block]:
             continue
         by_task.setdefault(r.task, {})[r.name] = df
     figs: list[Block] = []
-    for task in ("lm", "vectors", "mt", *sorted(set(by_task) - {"lm", "vectors", "mt"})):
+    for task in (*TASKS, *sorted(set(by_task) - set(TASKS))):
         if task not in by_task:
             continue
         path = figures.learning_curves(task, by_task[task], fig_dir / f"curves_{task}.png")
@@ -435,11 +470,17 @@ def _curves(ctx: _Context, fig_dir: Path) -> list[Block]:
 # --------------------------------------------------------------------------- footer
 
 
-def _footer(ctx: _Context, missing: list[tuple[str, str]]) -> list[Block]:
+def _footer(
+    ctx: _Context, missing: list[tuple[str, str]], ignored: list[tuple[str, str]]
+) -> list[Block]:
     items = [f"`{name}`: {why}" for name, why in missing]
     items += [f"`{r.name}`: {p}" for r in ctx.runs.values() for p in r.problems]
     items += ctx.notes
+    items += [why for _, why in ignored]
     blocks: list[Block] = [Heading("Missing or incomplete")]
     if not items:
-        return [*blocks, Para("Nothing: every run named in params.yaml reported every metric.")]
+        return [
+            *blocks,
+            Para("Nothing: every enabled run of params.yaml `models:` reported every metric."),
+        ]
     return [*blocks, Bullets(items)]

@@ -1,6 +1,12 @@
 """What the report reads, and what it notes as missing instead of failing.
 
-metrics/RUN.json          flat metrics of one run (docs/design.md §4); metrics/mixtures.json
+The report shows exactly the enabled runs of params' `models:`; each run's task comes from its
+family's record (`nlpzoo.families`). Metrics files of other runs (left by an earlier pipeline, or
+of a disabled run) are not read, only listed in the footer.
+
+metrics/RUN.json          flat metrics of one run (docs/design.md §4), its cost included
+                          (`cost_formula`, `cost_terms`, `cost_per_token`, as the model states
+                          it); metrics/mixtures.json
 plots/RUN.csv             learning curve: epoch, step, train_loss, val_loss, val_ppl, seconds
 eval/RUN/                 neighbours.json, MT samples and attention arrays
 models/RUN/vectors.txt    word2vec text format; only the rows of the probe words are read
@@ -17,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from nlpzoo.families import FAMILIES
 
 log = logging.getLogger(__name__)
 
@@ -52,44 +60,39 @@ class Run:
     family: str
     task: str
     metrics: dict[str, Any]
-    expected: bool  # named in params' `models:`
     problems: list[str] = field(default_factory=list)
 
 
-def infer_task(family: str, metrics: dict[str, Any]) -> str:
-    if metrics.get("task"):
-        return str(metrics["task"])
-    try:
-        from nlpzoo.models import TASKS
-    except Exception:  # pragma: no cover - a broken model file must not stop the report
-        TASKS = {}
-    if family in TASKS:
-        return TASKS[family]
-    if any(k.startswith(("bleu", "sacrebleu", "chrf")) for k in metrics):
-        return "mt"
-    if "test_ppl" in metrics:
-        return "lm"
-    if "analogy_acc" in metrics:
-        return "vectors"
-    return "unknown"
+def task_of(family: str) -> str:
+    """The task a family is scored on, from the family registry."""
+    return FAMILIES[family].task if family in FAMILIES else "unknown"
 
 
-def load_runs(metrics_dir: Path, expected: dict[str, str]) -> tuple[dict[str, Run], dict, list]:
-    """Runs with a metrics file, in params order first; plus the mixtures and the missing runs.
+def load_runs(
+    metrics_dir: Path, runs: dict[str, str]
+) -> tuple[dict[str, Run], dict, list[tuple[str, str]], list[tuple[str, str]]]:
+    """The metrics of exactly the runs in `runs` (each enabled run of `models:` -> its family),
+    in that order; metrics files of any other run are ignored, not read.
 
-    `expected` maps each run named in params to its family. Returns (runs, mixtures, missing)
-    where missing lists (run, why) for expected runs without a readable metrics file."""
-    runs: dict[str, Run] = {}
-    mixtures: dict[str, Any] = {}
+    Returns (runs, mixtures, missing, ignored): the runs with readable metrics, the mixtures of
+    `metrics/mixtures.json` (run -> its mixture), (run, why) for each run without usable metrics,
+    and (file's run name, why) for each metrics file left out."""
+    found: dict[str, Run] = {}
     missing: list[tuple[str, str]] = []
     files = {p.stem: p for p in sorted(Path(metrics_dir).glob("*.json"))}
-    if "mixtures" in files:
-        try:
-            mixtures = json.loads(files.pop("mixtures").read_text())
-        except json.JSONDecodeError:
-            log.warning("metrics/mixtures.json is not valid JSON; mixtures left out")
-    order = list(expected) + sorted(set(files) - set(expected))
-    for name in order:
+    mixtures = _mixtures(files.pop("mixtures", None), runs)
+    ignored = [
+        (
+            name,
+            f"`metrics/{name}.json` present but `{name}` is not an enabled run in `models:`; "
+            "ignored",
+        )
+        for name in sorted(set(files) - set(runs))
+    ]
+    for name, family in runs.items():
+        if family not in FAMILIES:
+            missing.append((name, f"unknown family `{family}` (not in nlpzoo.families)"))
+            continue
         path = files.get(name)
         if path is None:
             missing.append((name, f"no metrics/{name}.json (not run yet, or its stage failed)"))
@@ -101,16 +104,39 @@ def load_runs(metrics_dir: Path, expected: dict[str, str]) -> tuple[dict[str, Ru
         except (json.JSONDecodeError, ValueError) as err:
             missing.append((name, f"metrics/{name}.json unreadable ({err})"))
             continue
-        family = str(m.get("family") or expected.get(name) or "unknown")
-        task = infer_task(family, m)
-        run = Run(name, family, task, m, expected=name in expected)
-        if not run.expected and expected:
-            run.problems.append("not in params.yaml `models:` (a stale metrics file?)")
+        if m.get("family") not in (None, family):
+            missing.append(
+                (
+                    name,
+                    f"metrics/{name}.json is of family `{m['family']}` but `models:` says "
+                    f"`{family}` (a stale file?); ignored",
+                )
+            )
+            continue
+        task = task_of(family)
+        run = Run(name, family, task, m)
         lacking = [k for k in REQUIRED.get(task, ()) if m.get(k) is None]
         if lacking:
             run.problems.append("metrics lack " + ", ".join(f"`{k}`" for k in lacking))
-        runs[name] = run
-    return runs, mixtures.get("runs", {}) if isinstance(mixtures, dict) else {}, missing
+        found[name] = run
+    return found, mixtures, missing, ignored
+
+
+def _mixtures(path: Path | None, runs: dict[str, str]) -> dict[str, Any]:
+    """run -> its mixture with the baseline, for the runs in `runs` only (and only when the
+    baseline itself is one of them: a mixture with a run that is gone compares nothing)."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        log.warning("metrics/mixtures.json is not valid JSON; mixtures left out")
+        return {}
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+        return {}
+    if data.get("baseline") is not None and data["baseline"] not in runs:
+        return {}
+    return {name: mix for name, mix in data["runs"].items() if name in runs}
 
 
 def load_curve(path: Path) -> pd.DataFrame | None:

@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-from nlpzoo.report.cost import cost_of
 from nlpzoo.report.inputs import Run
 
 DASH = "–"
@@ -36,13 +35,17 @@ def fmt(v: Any, spec: str = ".1f", scale: float = 1.0) -> str:
     return DASH if x is None else format(x * scale, spec)
 
 
-def lm_table(runs: list[Run], mixtures: dict[str, dict]) -> pd.DataFrame:
-    """Perplexities, the ratio to the best n-gram, the Bengio mixture, size and speed."""
+def lm_table(
+    runs: list[Run], mixtures: dict[str, dict], baseline: str = "ngram", paper: bool = True
+) -> pd.DataFrame:
+    """Perplexities, the ratio to the baseline run (params `mixture.baseline`), the Bengio
+    mixture, size and speed; with `paper`, a last row with the paper's ratio."""
     if not runs:
         return pd.DataFrame()
-    ngram = [_num(r.metrics.get("test_ppl")) for r in runs if r.family == "ngram"]
-    ngram = [x for x in ngram if x]
-    ref = min(ngram) if ngram else None
+    base = next((r for r in runs if r.name == baseline), None)
+    ref = _num(base.metrics.get("test_ppl")) if base else None
+    ratio, mix_ratio = f"test ppl / {baseline}", f"mixture / {baseline}"
+    mixed = f"mixed with {baseline}: test ppl (λ)"
     rows = []
     for r in sorted(runs, key=lambda r: _num(r.metrics.get("test_ppl")) or math.inf):
         m, mix = r.metrics, mixtures.get(r.name, {})
@@ -53,26 +56,25 @@ def lm_table(runs: list[Run], mixtures: dict[str, dict]) -> pd.DataFrame:
                 "family": r.family,
                 "valid ppl": fmt(m.get("valid_ppl")),
                 "test ppl": fmt(test),
-                "test ppl / n-gram": f"{test / ref:.3f}" if ref and test else DASH,
-                "mixed with n-gram: test ppl (λ)": (
-                    f"{test_mix:.1f} ({fmt(mix.get('lambda'), '.2f')})" if test_mix else DASH
-                ),
-                "mixture / n-gram": f"{test_mix / ref:.3f}" if ref and test_mix else DASH,
+                ratio: f"{test / ref:.3f}" if ref and test else DASH,
+                mixed: (f"{test_mix:.1f} ({fmt(mix.get('lambda'), '.2f')})" if test_mix else DASH),
+                mix_ratio: f"{test_mix / ref:.3f}" if ref and test_mix else DASH,
                 "parameters": fmt(m.get("params"), ",.0f"),
                 "train s": fmt(m.get("train_seconds"), ".0f"),
                 "tokens/s": fmt(m.get("train_tokens_per_s"), ",.0f"),
             }
         )
-    rows.append(
-        {
-            "run": "Bengio et al. 2003, Brown (paper, different preprocessing)",
-            "family": "nnlm + n-gram",
-            **{k: DASH for k in ("valid ppl", "test ppl", "test ppl / n-gram")},
-            "mixed with n-gram: test ppl (λ)": DASH,
-            "mixture / n-gram": f"{PAPER_LM_MIX_RATIO:.2f}",
-            **{k: DASH for k in ("parameters", "train s", "tokens/s")},
-        }
-    )
+    if paper:
+        rows.append(
+            {
+                "run": "Bengio et al. 2003, Brown (paper, different preprocessing)",
+                "family": "nnlm + n-gram",
+                **{k: DASH for k in ("valid ppl", "test ppl", ratio)},
+                mixed: DASH,
+                mix_ratio: f"{PAPER_LM_MIX_RATIO:.2f}",
+                **{k: DASH for k in ("parameters", "train s", "tokens/s")},
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -142,7 +144,9 @@ def mt_value(m: dict[str, Any], bases: tuple[str, ...], decoding: str) -> Any:
     return None
 
 
-def mt_table(runs: list[Run]) -> pd.DataFrame:
+def mt_table(runs: list[Run], tutorial: bool = True) -> pd.DataFrame:
+    """BLEU, chrF and decoding speed per run and decoding; with `tutorial`, the published
+    word-level BLEU of the Multi30k tutorials as the last rows."""
     rows = []
     for r in runs:
         m = r.metrics
@@ -164,7 +168,7 @@ def mt_table(runs: list[Run]) -> pd.DataFrame:
                     "train s": fmt(m.get("train_seconds"), ".0f"),
                 }
             )
-    for family, bleu in TUTORIAL_BLEU.items():
+    for family, bleu in TUTORIAL_BLEU.items() if tutorial else ():
         rows.append(
             {
                 "run": f"tutorial {family} (word-level, published)",
@@ -194,29 +198,28 @@ def mt_signatures(runs: list[Run]) -> list[str]:
 # --------------------------------------------------------------------------- cost
 
 
-def cost_table(runs: list[Run], params: dict, vocab_sizes: dict[str, int]) -> pd.DataFrame:
-    """Q from the paper's formula with the run's sizes, the model's own count where it keeps one
-    (metrics `cost_per_token`), measured time per training token, and their ratio."""
+def cost_table(runs: list[Run]) -> pd.DataFrame:
+    """Each run's Q as its model states it (metrics `cost_formula`, `cost_terms`,
+    `cost_per_token`, written by the run), the measured time per training token, and the time
+    and rate per multiply-add they give. Nothing is computed from the formulas here."""
     rows = []
     for r in runs:
         m = r.metrics
-        c = cost_of(r.family, params.get(r.name), vocab_sizes.get(r.task))
-        formula_q = c.q if c else None
-        model_q = _num(m.get("cost_per_token"))
-        q = model_q or formula_q  # what the implementation does, else the formula
+        q = _num(m.get("cost_per_token"))
         tps = _num(m.get("train_tokens_per_s"))
-        if q is None and tps is None:
+        formula, terms = m.get("cost_formula"), m.get("cost_terms")
+        if q is None and tps is None and not formula:
             continue
-        per = " per entry" if c and c.unit == "entry" else ""
+        unit = m.get("cost_unit") or "token"
+        per = f" per {unit}" if unit != "token" else ""
         seconds = 1.0 / tps if tps else None
         rows.append(
             {
                 "run": r.name,
                 "family": r.family,
-                "formula Q": f"`{c.formula}`" if c else DASH,
-                "sizes": c.sizes if c else DASH,
-                "Q by the formula": f"{formula_q:,.0f}{per}" if formula_q else DASH,
-                "Q counted by the model": f"{model_q:,.0f}" if model_q else DASH,
+                "formula Q": f"`{formula}`" if formula else DASH,
+                "sizes": str(terms) if terms else DASH,
+                "Q (multiply-adds per token)": f"{q:,.0f}{per}" if q else DASH,
                 "measured µs per training token": f"{seconds * 1e6:,.3g}" if seconds else DASH,
                 "ns per multiply-add": f"{seconds / q * 1e9:.3f}" if seconds and q else DASH,
                 "GMAC/s achieved": f"{q * tps / 1e9:.2f}" if q and tps else DASH,

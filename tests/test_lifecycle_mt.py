@@ -1,4 +1,4 @@
-"""Every translation run of params.yaml trains, is scored and translates through the real runner,
+"""Every translation run of params.yaml trains, is scored and translates through the lifecycle,
 at tiny sizes on 50 sentence pairs (the smoke test of each MT family)."""
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 import yaml
 
-from nlpzoo import runner
+from nlpzoo import lifecycle
+from nlpzoo.data.mt import Codec, load_split
 from nlpzoo.data.vocab import build_mt_vocab
-from nlpzoo.models import TASKS
-from nlpzoo.mt_runner import translate_lines
+from nlpzoo.families import FAMILIES
 from nlpzoo.params import MTVocabConfig
+from nlpzoo.tasks.mt import translate
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
-MT_RUNS = [r for r, e in PARAMS["models"].items() if TASKS[e["family"]] == "mt"]
+MT_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "mt"]
 TINY = {
     "emb_dim": 16,
     "hidden_dim": 32,
@@ -39,13 +40,14 @@ WORDS = {"hund": "dog", "katze": "cat", "haus": "house", "baum": "tree", "rot": 
 def test_params_have_the_four_translation_families():
     families = {PARAMS["models"][r]["family"] for r in MT_RUNS}
     assert families == {"seq2seq", "attention", "transformer", "decoder_mt"}
+    # the families whose evaluation writes the report's attention heatmaps
+    assert {f for f in families if FAMILIES[f].attention_maps} == {"attention", "transformer"}
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mtproj")
+def make_mt_project(root: Path) -> Path:
+    """A tiny translation corpus, encoded at `root/data/vocab/mt` (50 training pairs)."""
     prepared = root / "prepared"
-    prepared.mkdir()
+    prepared.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for split, n in (("train", 50), ("valid", 8), ("test", 8)):
         src, tgt = [], []
@@ -57,6 +59,11 @@ def project(tmp_path_factory):
         (prepared / f"{split}.tgt").write_text("\n".join(tgt) + "\n")
     build_mt_vocab(MTVocabConfig(vocab_size=40), prepared, root / "data" / "vocab" / "mt")
     return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return make_mt_project(tmp_path_factory.mktemp("mtproj"))
 
 
 @pytest.fixture(autouse=True)
@@ -82,15 +89,20 @@ def _tiny_params(run: str) -> dict:
 @pytest.mark.parametrize("run", MT_RUNS)
 def test_every_mt_run_trains_scores_and_translates(project, run):
     params = _tiny_params(run)
-    stats = runner.train(params, run, project)
+    stats = lifecycle.train(params, run, project)
     assert stats["epochs"] == 4 and stats["params"] > 0 and stats["train_tokens_per_s"] > 0
+    data = project / "data" / "vocab" / "mt"
+    train = load_split(data, "train", Codec(data / "spm.model"))
+    # every target piece and its </s>, in each of the 4 epochs
+    assert stats["train_target_tokens"] == 4 * sum(len(t) + 1 for t in train.tgt)
+    assert stats["train_pairs"] == 50 and stats["cost_per_token"] > 0
     with open(project / "plots" / f"{run}.csv") as f:
         curve = list(csv.DictReader(f))
     losses = [float(row["train_loss"]) for row in curve]
     assert len(losses) == 4 and all(np.isfinite(losses))
     assert losses[-1] < 0.8 * losses[0], losses  # learning, not just finite
 
-    metrics = runner.evaluate(params, run, project)
+    metrics = lifecycle.evaluate(params, run, project)
     for key in (
         "bleu",
         "bleu_beam",
@@ -113,12 +125,14 @@ def test_every_mt_run_trains_scores_and_translates(project, run):
     assert len(hyps) == 8
     samples = json.loads((eval_dir / "samples.json").read_text())
     assert {"source", "reference", "greedy", "beam"} <= set(samples[0])
-    if PARAMS["models"][run]["family"] in ("attention", "transformer"):
+    family = FAMILIES[PARAMS["models"][run]["family"]]
+    assert (eval_dir / "attention.json").is_file() == family.attention_maps
+    if family.attention_maps:
         maps = json.loads((eval_dir / "attention.json").read_text())
         w = np.asarray(maps[0]["weights"])
         assert w.shape == (len(maps[0]["target_tokens"]), len(maps[0]["source_tokens"]))
         np.testing.assert_allclose(w.sum(1), 1.0, atol=1e-3)
-    out = translate_lines(project / "models" / run, ["der hund katze haus"], beam_size=2)
+    out = translate(project / "models" / run, ["der hund katze haus"], beam_size=2)
     assert len(out) == 1 and isinstance(out[0], str)
 
 
@@ -127,7 +141,7 @@ def test_translate_command(project, tmp_path, capsys):
 
     run = MT_RUNS[0]
     if not (project / "models" / run / "model.pt").is_file():
-        runner.train(_tiny_params(run), run, project)
+        lifecycle.train(_tiny_params(run), run, project)
     lines = tmp_path / "in.txt"
     lines.write_text("der hund katze haus\nder baum rot haus\n")
     assert main(["translate", "--run", run, "--models", str(project / "models"), str(lines)]) == 0

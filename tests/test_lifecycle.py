@@ -1,4 +1,4 @@
-"""Every run of params.yaml trains and is scored through the real runner, at tiny sizes.
+"""Every run of params.yaml trains and is scored through the run lifecycle, at tiny sizes.
 
 Parametrized over `models:` of the project's params.yaml, so a new run cannot be forgotten.
 """
@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 import yaml
 
-from nlpzoo import runner
+from nlpzoo.evaluation.mixture import mixtures
+from nlpzoo import lifecycle
 from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import Vocab
-from nlpzoo.models import FAMILIES, NEURAL, TASKS
+from nlpzoo.families import FAMILIES
 from nlpzoo.params import CooccurConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,14 +105,14 @@ def _tiny_params(run: str) -> dict:
     return params
 
 
-LM_RUNS = [r for r, e in PARAMS["models"].items() if TASKS[e["family"]] == "lm"]
+LM_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "lm"]
 
 
 @pytest.mark.parametrize("run", LM_RUNS)
 def test_every_lm_run_trains_and_scores_every_token(project, run):
     params = _tiny_params(run)
-    stats = runner.train(params, run, project)
-    metrics = runner.evaluate(params, run, project)
+    stats = lifecycle.train(params, run, project)
+    metrics = lifecycle.evaluate(params, run, project)
     family = PARAMS["models"][run]["family"]
     vocab_size = len(Vocab.load(project / "data" / "vocab" / "lm" / "vocab.txt"))
     # a tiny grammar: a trained model must do far better than uniform over the vocabulary
@@ -122,7 +123,10 @@ def test_every_lm_run_trains_and_scores_every_token(project, run):
     assert metrics["test_ppl"] == pytest.approx(
         math.exp(-lp["test"].astype(np.float64).mean()), rel=1e-4
     )
-    if family in NEURAL:
+    files = {p.name for p in (project / "models" / run).iterdir()}
+    model = {"model.pt", "vectors.txt"} if FAMILIES[family].neural else {"model.npz"}
+    assert files == {"config.json", "train_stats.json", "mlflow_run.json"} | model
+    if FAMILIES[family].neural:
         curve = (project / "plots" / f"{run}.csv").read_text().strip().splitlines()
         assert len(curve) == 1 + 2  # header + one row per epoch
         last = float(curve[-1].split(",")[4])
@@ -139,18 +143,21 @@ def test_mixture_never_worse_than_its_parts_on_validation(project):
     params = _tiny_params("nnlm")
     for run in ("ngram", "nnlm"):
         if not (project / "eval" / run / "logprobs.npz").is_file():
-            runner.train(params, run, project)
-            runner.evaluate(params, run, project)
-    out = runner.mixtures(params, project)
+            lifecycle.train(params, run, project)
+            lifecycle.evaluate(params, run, project)
+    out = mixtures(params, project)
     nnlm = json.loads((project / "metrics" / "nnlm.json").read_text())
     ngram = json.loads((project / "metrics" / "ngram.json").read_text())
     assert 0.0 <= out["nnlm"]["lambda"] <= 1.0
     assert out["nnlm"]["valid_ppl_mix"] <= min(nnlm["valid_ppl"], ngram["valid_ppl"]) + 1e-6
     saved = json.loads((project / "metrics" / "mixtures.json").read_text())
     assert saved["runs"]["nnlm"] == out["nnlm"] and "ngram" not in saved["runs"]
+    # the enabled runs of `models:` only: a run switched off is not mixed, whatever is on disk
+    params["models"]["nnlm"]["enabled"] = False
+    assert "nnlm" not in mixtures(params, project)
 
 
-VECTOR_RUNS = [r for r, e in PARAMS["models"].items() if TASKS[e["family"]] == "vectors"]
+VECTOR_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "vectors"]
 
 
 @pytest.mark.parametrize("run", VECTOR_RUNS)
@@ -166,8 +173,8 @@ def test_every_vector_run_trains_and_goes_through_the_vector_protocol(project, r
         params[run]["batch_size"] = 16  # the window-1 matrix has 56 non-zeros: 4 steps an epoch
         params[run]["lr"] = 0.05
         params[run]["trainer"]["max_epochs"] = 50
-    stats = runner.train(params, run, project)
-    metrics = runner.evaluate(params, run, project)
+    stats = lifecycle.train(params, run, project)
+    metrics = lifecycle.evaluate(params, run, project)
     vocab = Vocab.load(project / "data" / "vocab" / "lm" / "vocab.txt")
     assert "test_ppl" not in metrics and metrics["task"] == "vectors"
     assert 0.0 <= metrics["analogy_coverage"] <= 1.0 and "ws353_rho" in metrics
@@ -184,7 +191,7 @@ def test_every_vector_run_trains_and_goes_through_the_vector_protocol(project, r
         return vectors[a] @ vectors[b] / np.linalg.norm(vectors[a]) / np.linalg.norm(vectors[b])
 
     assert cos("she", "he") > cos("she", "sees"), (cos("she", "he"), cos("she", "sees"))
-    if family in NEURAL:
+    if FAMILIES[family].neural:
         rows = (project / "plots" / f"{run}.csv").read_text().strip().splitlines()[1:]
         losses = [float(r.split(",")[2]) for r in rows]
         epochs = params[run]["trainer"]["max_epochs"]

@@ -1,0 +1,26 @@
+"""Settings and checks shared by the families' configs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nlpzoo.config import require
+
+# output layers of the neural language models (nlpzoo.models.outputs)
+KINDS = ("softmax", "hierarchical", "adaptive")
+
+
+@dataclass
+class AdamSettings:
+    """Adam's constants (Kingma & Ba 2015), in every family trained with it."""
+
+    adam_beta1: float = 0.9  # β_1
+    adam_beta2: float = 0.999  # β_2 (Vaswani et al. 2017: 0.98)
+    adam_eps: float = 1e-8  # ε (Vaswani et al. 2017: 1e-9)
+
+
+def check_adam(cfg: Any) -> None:
+    require(0.0 <= cfg.adam_beta1 < 1.0, "adam_beta1", f"must be in [0, 1), got {cfg.adam_beta1}")
+    require(0.0 <= cfg.adam_beta2 < 1.0, "adam_beta2", f"must be in [0, 1), got {cfg.adam_beta2}")
+    require(cfg.adam_eps > 0, "adam_eps", f"must be positive, got {cfg.adam_eps}")

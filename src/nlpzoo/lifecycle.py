@@ -1,0 +1,250 @@
+"""The run lifecycle: what the `train`, `evaluate` and `mixture` stages do, the same for every run.
+
+    train     open the run's MLflow run (an interrupted run that resumes continues its own)
+              -> build models/RUN/ under a temporary name (on rank 0; when every rank runs the
+              stage, the others write to a throwaway folder) -> fit it as its family's record
+              says (`count`, `closed_form`, or `lightning`) -> config.json, train_stats.json
+              (the model's own cost included) and the task's outputs -> rename into place
+              -> close the MLflow run
+    evaluate  reopen the MLflow run -> the task's scores -> metrics/RUN.json, eval/RUN/
+
+What differs by task (data, loaders, scores, outputs) comes from `nlpzoo.tasks`, what differs by
+family from its record (`nlpzoo.families.Family`): `train` and `evaluate` know no family and no
+task by name.
+
+Layout written for run RUN (every path relative to the project root):
+
+    models/RUN/        model.pt (or model.npz: count and closed-form families), config.json,
+                       train_stats.json, mlflow_run.json, and the task's own files
+    eval/RUN/          evaluation outputs (a sibling of models/RUN, which DVC tracks whole)
+    plots/RUN.csv      learning curve (epoch, step, train_loss, val_loss, val_ppl, seconds)
+    metrics/RUN.json   flat metrics, the same keys that go to MLflow
+    checkpoints/RUN/   while training: Lightning checkpoints, the resume fingerprint and the
+                       MLflow run id; removed when the run is in place
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from nlpzoo.config import build
+from nlpzoo.io import atomic_dir, atomic_open, atomic_write_json, global_rank, rank_zero_dir
+from nlpzoo.params import MlflowConfig
+from nlpzoo.tasks import Data, Fitted, Run, Task, load_model, task_of
+from nlpzoo.tracking import Tracker
+
+__all__ = ["evaluate", "load_model", "train"]
+
+log = logging.getLogger(__name__)
+
+CURVE_HEADER = "epoch,step,train_loss,val_loss,val_ppl,seconds\n"
+
+
+# --------------------------------------------------------------------------- train
+
+
+def train(params: dict, name: str, root: Path) -> dict:
+    """Train run `name`; writes `models/NAME/` and `plots/NAME.csv`; returns its stats."""
+    run = Run.of(params, name, root)
+    task = task_of(run.family)
+    data = task.load(run)
+    resume = _prepare_resume(run, task, data) if run.family.neural else None
+    tracker = _open_tracker(run, resuming=resume is not None)
+    t0 = time.time()
+    try:
+        with rank_zero_dir(run.model_dir) as tmp:
+            if run.family.neural:
+                model, stats = _fit_lightning(run, task, data, resume, tracker, tmp)
+            else:
+                model, stats = _fit_direct(run, task, data, tmp)
+            task.save(run, data, model, tmp)
+            cost = model.cost(data.vocab_size)
+            if cost is not None:
+                stats.update(cost.as_stats())
+            stats["train_seconds"] = round(time.time() - t0, 2)
+            config = {
+                "run": name,
+                "family": run.spec.family,
+                "data": run.spec.data,
+                "vocab_size": data.vocab_size,
+                "config": asdict(run.config),
+                "seed": run.seed,
+            }
+            atomic_write_json(tmp / "config.json", config)
+            atomic_write_json(tmp / "train_stats.json", stats)
+            tracker.save(tmp)
+    except BaseException:
+        tracker.finish("FAILED")
+        raise
+    if run.family.neural and global_rank() == 0:
+        shutil.rmtree(run.ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
+    tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
+    tracker.log_artifact(run.plots_path)
+    tracker.finish()
+    return stats
+
+
+def _tracking_params(run: Run) -> dict:
+    out = {"run": run.name, "family": run.spec.family, "data": run.spec.data, "seed": run.seed}
+    out.update(asdict(run.config))
+    if run.family.neural:
+        out["trainer"] = asdict(run.trainer)
+    return out
+
+
+def _open_tracker(run: Run, resuming: bool) -> Tracker:
+    """The run's MLflow run: the one an interrupted run recorded in checkpoints/RUN/ when it
+    resumes, else a new one (recorded there, for a later resume)."""
+    if resuming:
+        tracker = Tracker.reopen(run.ckpt_dir, run.name)
+        if tracker is not None:
+            return tracker
+    experiment = build(MlflowConfig, run.params.get("mlflow"), "mlflow").experiment
+    tracker = Tracker.start(run.name, run.spec.family, _tracking_params(run), experiment=experiment)
+    if run.family.neural and global_rank() == 0:
+        tracker.save(run.ckpt_dir)
+    return tracker
+
+
+def _prepare_resume(run: Run, task: Task, data: Data) -> Path | None:
+    """The checkpoint of an interrupted run of the same params and data to resume from
+    (docs/design.md §8), or None: checkpoints/RUN/ is then emptied for a fresh start."""
+    from nlpzoo.training import fingerprint, prepare_resume
+
+    extra, arrays = task.fingerprint(data)
+    settings = {
+        "run": run.name,
+        "family": run.spec.family,
+        "config": asdict(run.config),
+        "trainer": run.trainer.result_settings(),
+        "seed": run.seed,
+        **extra,
+    }
+    return prepare_resume(run.ckpt_dir, fingerprint(settings, arrays))
+
+
+def _fit_direct(run: Run, task: Task, data: Data, folder: Path) -> tuple[Any, dict]:
+    """Count and closed-form families: `fit` on the task's arrays, `model.npz`, one curve row."""
+    t0 = time.time()
+    model = run.family.model_class()(run.config, data.vocab_size).fit(*task.fit_arrays(data))
+    seconds = time.time() - t0
+    model.save(folder / "model.npz")
+    val_ppl = task.validation_ppl(model, data)
+    with atomic_open(run.plots_path) as f:  # one point on its "curve"
+        f.write(CURVE_HEADER)
+        if val_ppl is None:
+            f.write(f"0,0,,,,{seconds:.2f}\n")
+        else:
+            f.write(f"0,0,,{math.log(val_ppl):.6f},{val_ppl:.4f},{seconds:.2f}\n")
+    stats = {
+        "params": int(model.num_parameters()),
+        "fit_seconds": round(seconds, 2),
+        "epochs": 1,
+        **task.fit_stats(data, Fitted(epochs=1, seconds=seconds)),
+    }
+    return model, stats
+
+
+def _fit_lightning(
+    run: Run, task: Task, data: Data, resume: Path | None, tracker: Tracker, folder: Path
+) -> tuple[Any, dict]:
+    """Neural families: the Trainer on the task's data module; the best epoch's weights (the
+    last ones without a held-out objective) to `model.pt`."""
+    import torch
+
+    from nlpzoo import training
+
+    torch.manual_seed(run.seed)  # the initial weights follow the params' seed
+    module = training.FamilyModule(
+        run.spec.family, asdict(run.config), data.vocab_size, run=run.name, counts=data.counts
+    )
+    datamodule = task.datamodule(run, data)
+    trainer = training.make_trainer(
+        run.trainer,
+        run.name,
+        run.plots_path,
+        run.ckpt_dir,
+        tracker,
+        run.seed,
+        validate=task.validates,
+    )
+    t0 = time.time()
+    trainer.fit(module, ckpt_path=resume, weights_only=True, datamodule=datamodule)
+    seconds = time.time() - t0
+    world = max(trainer.world_size, 1)
+    # every rank's; a run resumed after its last epoch trained nothing more
+    predictions = int(trainer.callback_metrics.get("train/predictions", module.predictions))
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if best and Path(best).is_file():
+        state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+        module.load_state_dict(state)
+    blob = {
+        "family": run.spec.family,
+        "config": asdict(run.config),
+        "vocab_size": data.vocab_size,
+        "counts": data.counts,
+        "state_dict": module.model.state_dict(),
+    }
+    torch.save(blob, folder / "model.pt")
+    fitted = Fitted(
+        epochs=int(trainer.current_epoch),
+        seconds=seconds,
+        world_size=world,
+        fraction=_fraction(run.trainer.limit_train_batches, datamodule),
+        predictions=predictions,
+        datamodule=datamodule,
+    )
+    stats = {
+        "params": int(sum(p.numel() for p in module.model.parameters())),
+        "fit_seconds": round(seconds, 2),
+        "epochs": fitted.epochs,
+        **task.fit_stats(data, fitted),
+    }
+    return module.model, stats
+
+
+def _fraction(limit: int | float, datamodule: Any) -> float:
+    """The fraction of each epoch's training batches run (`limit_train_batches`)."""
+    if isinstance(limit, float):
+        return min(limit, 1.0)
+    batches = len(datamodule.loaders[0]) if datamodule.loaders else 0
+    return min(limit, batches) / max(batches, 1)
+
+
+# --------------------------------------------------------------------------- evaluate
+
+
+def evaluate(params: dict, name: str, root: Path) -> dict:
+    """Score run `name` with its task's protocol; write `metrics/NAME.json` and `eval/NAME/`,
+    and log both to the run's MLflow run."""
+    run = Run.of(params, name, root)
+    task = task_of(run.family)
+    tracker = Tracker.resume(run.model_dir, name)
+    t0 = time.time()
+    model = load_model(run.model_dir)
+    scores = task.evaluate(run, model)
+    metrics = scores.metrics
+    metrics["eval_seconds"] = round(time.time() - t0, 2)
+    metrics.update(json.loads((run.model_dir / "train_stats.json").read_text()))
+    metrics.update(mlflow_run_id=tracker.run_id, family=run.spec.family, task=run.family.task)
+    with atomic_dir(run.eval_dir) as tmp:
+        tracker.save(tmp)  # later stages (mixtures) reopen the run from here
+        for file_name, write in scores.files.items():
+            write(tmp / file_name)
+    metrics_path = run.root / "metrics" / f"{name}.json"
+    atomic_write_json(metrics_path, metrics)
+    if scores.tags:
+        tracker.log_params(scores.tags)
+    tracker.log_metrics({k: v for k, v in metrics.items() if k != "mlflow_run_id"})
+    tracker.log_artifact(metrics_path)
+    for file_name in scores.artifacts:
+        tracker.log_artifact(run.eval_dir / file_name)
+    tracker.finish()
+    return metrics

@@ -1,0 +1,704 @@
+"""Word2vec's compiled per-pair kernel: CBOW and skip-gram, negative sampling and hierarchical
+softmax, one SGD step per (input, target) pair, as word2vec.c's TrainModelThread does it.
+
+`train_range` walks raw positions [lo, hi) of a token stream (sentences of ids, each followed
+by `</s>`) and trains in place on the weight arrays (NumPy views of the model's tensors):
+
+    sentence    the raw tokens up to the next `</s>`; a token w is kept with probability
+                p_keep(w) (word2vec.c's sub-sampling, `nlpzoo.data.word2vec.keep_probability`,
+                0 for the specials), drawn before any window is formed, so windows reach past
+                discarded tokens and never cross a sentence end
+    centre      every kept token j draws its window b uniform in 1..window (the dynamic window);
+                its contexts are the kept tokens at positions j±1..j±b of the sentence
+    CBOW        h = mean of the contexts (nothing happens without one); one pair (h, centre)
+    skip-gram   for each context c, left to right: one pair (h = v_c, centre), the orientation
+                of word2vec.c and gensim
+    pair        neu1e = 0; for each output row u (the centre's Huffman path, root first, or the
+                centre then `negative` noise words ~ count^0.75, a noise word equal to the centre
+                skipped): f = u·h, g = (label − σ(f))·α (label 1 for the centre and code bit 0,
+                0 for noise words and bit 1), neu1e += g·u, then u += g·h. After the last row
+                neu1e is added to v_c (skip-gram) or, whole, to every context vector (CBOW).
+                That is the reference's order: each output row is updated as soon as it is
+                scored, the input vectors once the pair is done.
+    rate        α falls linearly from alpha_lo at lo to alpha_hi at hi (set per sentence, where
+                word2vec.c sets it every 10,000 words), never below min_alpha
+
+Departures from word2vec.c, all deliberate: σ(f) and log σ(f) are interpolated linearly in
+tables of 256 points per unit on [−8, 8] (error below 1e-6; exact formulas outside), where
+word2vec.c looks σ up in 1,000 steps on [−6, 6]; a hierarchical-softmax node with |f| ≥ `max_exp`
+(word2vec.c's MAX_EXP, 6) is skipped as in the tool, while negative sampling uses σ everywhere
+(word2vec.c clips g at |f| > 6, which σ already matches within 0.25 %); sentences are not cut
+at 1,000 words; noise words come from Walker's alias table (exact) rather than a 10^8-entry
+table; random numbers are word2vec.c's linear congruential generator
+(x ← x·25214903917 + 11 mod 2^64), read from its high bits, drawn in this order: sub-sampling
+while a sentence is read, then every centre's window, then a centre's noise words (for all its
+pairs) just before the previous centre is trained.
+
+Speed: at d = 100 a pair costs a few dot products, but the rows it touches are scattered over
+two V×d matrices larger than the caches, so the time goes into waiting for memory. While centre
+j is trained, the rows centre j + 1 will need (its contexts, its Huffman path or its target and
+noise words) are prefetched (LLVM's prefetch intrinsic), and the tables are kept small (int32,
+int8, float32).
+
+The loss of a row is −log σ(f) (label 1) or −log σ(−f) (label 0); `train_range` returns the sum
+over the rows it scored and the number of pairs (so loss_sum / pairs is the mean loss per
+pair). Hierarchical-softmax rows skipped by `max_exp` still count their loss.
+
+Threads (`train_tokens`): the token range is cut at sentence ends into `threads` parts, and each
+part is trained by its own Python thread calling `train_range` (compiled with nogil, so threads
+run in parallel) on the same weight arrays, without locks (Hogwild: Recht, Re, Wright & Niu
+2011; the way word2vec.c's and gensim's worker threads train). Each thread has its own
+generator, seeded from (seed, thread); its rate falls from the range's first to its last rate
+over its own part, since the parts advance together. With one thread a run is deterministic.
+
+For tests, `train_range` can also record what it drew (record mode, arrays with rows): per pair
+the contexts in their window slots, the centre, the noise words and α; and per word the number
+of tokens kept. Recording changes nothing else: the same draws, the same updates.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from nlpzoo.data.vocab import EOS
+
+MAX_EXP = 6.0  # word2vec.c: hierarchical-softmax nodes with |u·h| >= 6 are not updated
+
+# word2vec.c's linear congruential generator, x ← a·x + c mod 2^64
+_A = np.uint64(25214903917)
+_C = np.uint64(11)
+_S24 = np.uint64(40)  # a uniform in [0, 1) from the top 24 bits
+_S32 = np.uint64(32)
+_INV24 = 1.0 / 16777216.0
+
+# reassociation lets LLVM vectorise the dot products; no assumption about NaN or infinity
+_FAST = {"nsz", "arcp", "contract", "reassoc"}
+
+# σ(x) and −log σ(x) = log(1 + e^−x) on a grid of ±TABLE_RANGE, interpolated linearly: a
+# table lookup costs a fraction of exp() and log1p(), which would take a third of a row's time
+TABLE_RANGE = 8.0
+_STEPS_PER_UNIT = 256.0
+_GRID = -TABLE_RANGE + np.arange(int(2 * TABLE_RANGE * _STEPS_PER_UNIT) + 2) / _STEPS_PER_UNIT
+_SIGMOID = 1.0 / (1.0 + np.exp(-_GRID))
+_SOFTPLUS = np.log1p(np.exp(-_GRID))
+
+
+@njit(inline="always")
+def _next(state):
+    return state * _A + _C
+
+
+@njit(inline="always")
+def _uniform(state):
+    """A uniform in [0, 1) from the generator's top 24 bits."""
+    return np.float64(state >> _S24) * _INV24
+
+
+@njit(inline="always")
+def _below(state, n):
+    """An integer uniform in 0..n−1 from the top 32 bits (multiply-shift, n < 2^32)."""
+    return np.int64(((state >> _S32) * np.uint64(n)) >> _S32)
+
+
+@njit(inline="always")
+def _sigmoid_softplus(x):
+    """(σ(x), −log σ(x)): linear interpolation in the tables inside ±TABLE_RANGE (error below
+    1e-6), the exact formulas outside."""
+    if -TABLE_RANGE < x < TABLE_RANGE:
+        t = (x + TABLE_RANGE) * _STEPS_PER_UNIT
+        i = np.int64(t)
+        w = t - i
+        sig = _SIGMOID[i] + w * (_SIGMOID[i + 1] - _SIGMOID[i])
+        sp = _SOFTPLUS[i] + w * (_SOFTPLUS[i + 1] - _SOFTPLUS[i])
+        return sig, sp
+    e = np.exp(-x)
+    return 1.0 / (1.0 + e), np.log1p(e)
+
+
+@njit(inline="always")
+def _row(hm, hr, syn1, row, label, neu1e, alpha, skip_beyond):
+    """Scores output row `row` against h = hm[hr], adds g·u to neu1e and g·h to the row (in
+    this order); returns the row's loss. `skip_beyond` > 0: no update when |u·h| >= it (the
+    hierarchical softmax of word2vec.c)."""
+    d = neu1e.shape[0]
+    f = np.float32(0.0)
+    for c in range(d):
+        f += hm[hr, c] * syn1[row, c]
+    x = np.float64(f)
+    sig, loss = _sigmoid_softplus(x)  # loss = −log σ(x)
+    if label == 0:
+        loss += x  # −log σ(−x) = −log σ(x) + x
+    if skip_beyond > 0.0 and abs(x) >= skip_beyond:
+        return loss
+    g = np.float32((label - sig) * alpha)
+    for c in range(d):
+        neu1e[c] += g * syn1[row, c]
+    for c in range(d):
+        syn1[row, c] += g * hm[hr, c]
+    return loss
+
+
+@intrinsic
+def _prefetch(typingctx, arr, row, col):
+    """Asks the CPU to fetch arr[row, col]'s cache line (LLVM's prefetch: read, keep in all
+    cache levels); no effect on the result."""
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        index = [
+            context.cast(builder, v, t, types.intp)
+            for v, t in zip(args[1:], signature.args[1:], strict=True)
+        ]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, index, wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, row, col), codegen
+
+
+@njit(inline="always")
+def _prefetch_row(arr, row):
+    d = arr.shape[1]
+    for c in range(0, d, 16):  # 16 floats: one 64-byte cache line
+        _prefetch(arr, row, c)
+    _prefetch(arr, row, d - 1)
+
+
+@njit(inline="always")
+def _prepare(
+    j, sen, n, bsen, syn0, syn1, cbow, hs, points, lengths, threshold, alias, negative, noise,
+    slot, state,
+):  # fmt: skip
+    """Before centre j is trained: draws its noise words (negative sampling, one row of
+    noise[slot] per pair) and prefetches every row it will read. Returns the generator state."""
+    b = bsen[j]
+    first, last = max(j - b, 0), min(j + b, n - 1)
+    for k in range(first, last + 1):
+        if k != j:
+            _prefetch_row(syn0, sen[k])
+    centre = sen[j]
+    if hs:
+        for p in range(lengths[centre]):
+            _prefetch_row(syn1, points[centre, p])
+    elif negative > 0 and last > first:
+        _prefetch_row(syn1, centre)
+        V = threshold.shape[0]
+        pairs = 1 if cbow else last - first
+        for q in range(pairs):
+            for k in range(negative):
+                state = _next(state)
+                i = _below(state, V)
+                state = _next(state)
+                w = i if _uniform(state) < threshold[i] else alias[i]
+                noise[slot, q, k] = w
+                _prefetch_row(syn1, w)
+    return state
+
+
+@njit(inline="always")
+def _output(
+    hm, hr, centre, neu1e, syn1, hs, points, codes, lengths, noise, slot, q, alpha, max_exp
+):
+    """The output layer for one pair (h = hm[hr], centre): the centre's Huffman path, or the
+    centre and its noise words noise[slot, q] (one equal to the centre is skipped, as in
+    word2vec.c). Returns the summed loss."""
+    loss = 0.0
+    if hs:
+        for p in range(lengths[centre]):
+            loss += _row(
+                hm, hr, syn1, points[centre, p], 1 - codes[centre, p], neu1e, alpha, max_exp
+            )
+    else:
+        loss += _row(hm, hr, syn1, centre, 1, neu1e, alpha, 0.0)
+        for k in range(noise.shape[2]):
+            w = noise[slot, q, k]
+            if w != centre:
+                loss += _row(hm, hr, syn1, w, 0, neu1e, alpha, 0.0)
+    return loss
+
+
+@njit(nogil=True, cache=True, fastmath=_FAST)
+def train_range(
+    tokens,
+    lo,
+    hi,
+    p_keep,
+    syn0,
+    syn1,
+    points,
+    codes,
+    lengths,
+    threshold,
+    alias,
+    cbow,
+    hs,
+    window,
+    negative,
+    alpha_lo,
+    alpha_hi,
+    min_alpha,
+    max_exp,
+    seed,
+    rec_inputs,
+    rec_targets,
+    rec_noise,
+    rec_alpha,
+    rec_kept,
+):
+    """Trains on raw positions [lo, hi) of `tokens` in place (see the module docstring).
+
+    syn0 (V, d) input vectors, syn1 (V, d) or (V−1, d) output vectors, both float32 C-contiguous;
+    points/codes (V, L) and lengths (V,) the Huffman tree (hs), threshold/alias (V,) the noise
+    alias table (negative sampling); the unused ones may be empty. `seed` starts the generator.
+    Record mode when rec_targets has rows: rec_inputs (R, 2·window) gets each pair's contexts in
+    their slots (offsets −window..−1, 1..window; −1 elsewhere), rec_targets (R,) the centre,
+    rec_noise (R, negative) its noise words, rec_alpha (R,) the rate; and when rec_kept has
+    rows (V,), it counts the kept tokens. Returns (loss sum, pairs, rows recorded, final
+    generator state).
+    """
+    d = syn0.shape[1]
+    record = rec_targets.shape[0] > 0
+    count_kept = rec_kept.shape[0] > 0
+    sen = np.empty(max(hi - lo, 1), np.int64)
+    bsen = np.empty(max(hi - lo, 1), np.int64)
+    # noise words of the centre being trained and of the next one (slots j % 2), per pair
+    noise = np.zeros((2, 1 if cbow else 2 * window, negative if not hs else 0), np.int64)
+    neu1 = np.zeros((1, d), np.float32)  # CBOW's h, as row 0
+    neu1e = np.zeros(d, np.float32)
+    state = np.uint64(seed)
+    span = max(hi - lo, 1)
+    loss = 0.0
+    pairs = 0
+    nrec = 0
+    pos = lo
+    while pos < hi:
+        alpha = alpha_lo + (alpha_hi - alpha_lo) * ((pos - lo) / span)
+        if alpha < min_alpha:
+            alpha = min_alpha
+        # one sentence, sub-sampled
+        n = 0
+        while pos < hi:
+            w = tokens[pos]
+            pos += 1
+            if w == EOS:
+                break
+            keep = p_keep[w]
+            if keep < 1.0:
+                state = _next(state)
+                if _uniform(state) >= keep:
+                    continue
+            sen[n] = w
+            n += 1
+            if count_kept:
+                rec_kept[w] += 1
+        # every centre's window, then the centres in order; centre j + 1's noise words are
+        # drawn and its rows prefetched before centre j is trained
+        for j in range(n):
+            state = _next(state)
+            bsen[j] = 1 + _below(state, window)
+        if n > 0:
+            state = _prepare(
+                0, sen, n, bsen, syn0, syn1, cbow, hs, points, lengths, threshold, alias,
+                negative, noise, 0, state,
+            )  # fmt: skip
+        for j in range(n):
+            if j + 1 < n:
+                state = _prepare(
+                    j + 1, sen, n, bsen, syn0, syn1, cbow, hs, points, lengths, threshold,
+                    alias, negative, noise, (j + 1) % 2, state,
+                )  # fmt: skip
+            slot = j % 2
+            centre = sen[j]
+            b = bsen[j]
+            first = max(j - b, 0)
+            last = min(j + b, n - 1)
+            if last == first:
+                continue  # no context
+            if cbow:
+                for c in range(d):
+                    neu1[0, c] = 0.0
+                    neu1e[c] = 0.0
+                for k in range(first, last + 1):
+                    if k != j:
+                        for c in range(d):
+                            neu1[0, c] += syn0[sen[k], c]
+                inv = np.float32(1.0 / (last - first))
+                for c in range(d):
+                    neu1[0, c] *= inv
+                if record:
+                    _record(rec_inputs, rec_targets, rec_noise, rec_alpha, nrec, sen, j, first,
+                            last, -1, window, alpha, noise, slot, 0)  # fmt: skip
+                    nrec += 1
+                loss += _output(
+                    neu1, 0, centre, neu1e, syn1, hs, points, codes, lengths, noise, slot, 0,
+                    alpha, max_exp,
+                )  # fmt: skip
+                pairs += 1
+                for k in range(first, last + 1):
+                    if k != j:
+                        for c in range(d):
+                            syn0[sen[k], c] += neu1e[c]
+            else:
+                q = 0
+                for k in range(first, last + 1):
+                    if k == j:
+                        continue
+                    ctx = sen[k]
+                    for c in range(d):
+                        neu1e[c] = 0.0
+                    if record:
+                        _record(rec_inputs, rec_targets, rec_noise, rec_alpha, nrec, sen, j,
+                                first, last, k, window, alpha, noise, slot, q)  # fmt: skip
+                        nrec += 1
+                    loss += _output(
+                        syn0, ctx, centre, neu1e, syn1, hs, points, codes, lengths, noise, slot,
+                        q, alpha, max_exp,
+                    )  # fmt: skip
+                    pairs += 1
+                    q += 1
+                    for c in range(d):
+                        syn0[ctx, c] += neu1e[c]
+    return loss, pairs, nrec, state
+
+
+@njit(inline="always")
+def _record(
+    rec_inputs, rec_targets, rec_noise, rec_alpha, r, sen, j, first, last, only, window, alpha,
+    noise, slot, q,
+):  # fmt: skip
+    """Record mode: row r gets the pair's contexts in their window slots (all of first..last
+    but j, or only position `only` when it is >= 0), the centre, its noise words and α."""
+    rec_targets[r] = sen[j]
+    rec_alpha[r] = alpha
+    for k in range(first, last + 1):
+        if k != j and (only < 0 or k == only):
+            off = k - j
+            rec_inputs[r, off + window if off < 0 else off + window - 1] = sen[k]
+    for k in range(noise.shape[2]):
+        rec_noise[r, k] = noise[slot, q, k]
+
+
+@njit(nogil=True, cache=True, fastmath=_FAST)
+def train_pairs(syn0, syn1, inputs, targets, noise, alphas, cbow, hs, points, codes, lengths,
+                max_exp):  # fmt: skip
+    """Trains on explicit pairs, in order, with the same per-pair step as `train_range`.
+
+    Row r: inputs[r] the context ids (−1: none; CBOW averages the present ones, skip-gram makes
+    one pair of each, left to right), targets[r] the centre, noise[0, r] its noise words
+    (negative sampling; (1, R, 0) for hierarchical softmax), alphas[r] the rate. Returns the
+    loss sum."""
+    d = syn0.shape[1]
+    neu1 = np.zeros((1, d), np.float32)
+    neu1e = np.zeros(d, np.float32)
+    loss = 0.0
+    for r in range(targets.shape[0]):
+        centre = targets[r]
+        alpha = alphas[r]
+        if cbow:
+            cw = 0
+            for c in range(d):
+                neu1[0, c] = 0.0
+                neu1e[c] = 0.0
+            for s in range(inputs.shape[1]):
+                if inputs[r, s] >= 0:
+                    cw += 1
+                    for c in range(d):
+                        neu1[0, c] += syn0[inputs[r, s], c]
+            if cw == 0:
+                continue
+            inv = np.float32(1.0 / cw)
+            for c in range(d):
+                neu1[0, c] *= inv
+            loss += _output(
+                neu1, 0, centre, neu1e, syn1, hs, points, codes, lengths, noise, 0, r, alpha,
+                max_exp,
+            )  # fmt: skip
+            for s in range(inputs.shape[1]):
+                if inputs[r, s] >= 0:
+                    for c in range(d):
+                        syn0[inputs[r, s], c] += neu1e[c]
+        else:
+            for s in range(inputs.shape[1]):
+                ctx = inputs[r, s]
+                if ctx < 0:
+                    continue
+                for c in range(d):
+                    neu1e[c] = 0.0
+                loss += _output(
+                    syn0, ctx, centre, neu1e, syn1, hs, points, codes, lengths, noise, 0, r,
+                    alpha, max_exp,
+                )  # fmt: skip
+                for c in range(d):
+                    syn0[ctx, c] += neu1e[c]
+    return loss
+
+
+# ---------------------------------------------------------------------------------- Python side
+
+
+@dataclass
+class Tables:
+    """What the kernel reads besides the weights: the variant, sub-sampling and the output
+    layer's tables (the unused objective's arrays are empty), in compact types: the kernel
+    looks them up at random, so the smaller they are, the more of them stays in the caches."""
+
+    cbow: bool
+    hs: bool
+    window: int
+    negative: int
+    p_keep: np.ndarray  # (V,) float32
+    points: np.ndarray  # (V, L) int32, or (0, 0)
+    codes: np.ndarray  # (V, L) int8, or (0, 0)
+    lengths: np.ndarray  # (V,) int32, or (0,)
+    threshold: np.ndarray  # (V,) float32 alias thresholds, or (0,)
+    alias: np.ndarray  # (V,) int32, or (0,)
+
+
+def _empty_records(window: int, negative: int, vocab: int) -> tuple[np.ndarray, ...]:
+    return (
+        np.zeros((0, 2 * window), np.int64),
+        np.zeros(0, np.int64),
+        np.zeros((0, max(negative, 1)), np.int64),
+        np.zeros(0, np.float64),
+        np.zeros(0, np.int64),
+    )
+
+
+def splitmix64(x: int) -> int:
+    """A well-mixed 64-bit value of x (Steele, Lea & Flood 2014): thread seeds from one seed."""
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+def sentence_cuts(tokens: np.ndarray, parts: int) -> np.ndarray:
+    """parts + 1 positions 0 = c_0 <= c_1 <= ... <= c_parts = len(tokens) cutting the stream
+    right after a sentence end near every i·len/parts (or at the end if none follows)."""
+    n = len(tokens)
+    ends = np.flatnonzero(np.asarray(tokens) == EOS) + 1  # positions after each </s>
+    cuts = [0]
+    for i in range(1, parts):
+        k = np.searchsorted(ends, i * n / parts)
+        cuts.append(max(cuts[-1], int(ends[k]) if k < len(ends) else n))
+    cuts.append(n)
+    return np.asarray(cuts, dtype=np.int64)
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="word2vec")
+        return _POOLS[threads]
+
+
+def train_tokens(
+    tokens: np.ndarray,
+    syn0: np.ndarray,
+    syn1: np.ndarray,
+    tables: Tables,
+    alpha_start: float,
+    alpha_end: float,
+    min_alpha: float,
+    seed: int,
+    threads: int = 1,
+    max_exp: float = MAX_EXP,
+) -> tuple[float, int]:
+    """Trains on all of `tokens` (raw ids, sentences ended by `</s>`) with `threads` Hogwild
+    threads; α falls linearly from alpha_start to alpha_end over each thread's part, floored at
+    min_alpha. Thread t's generator starts at splitmix64(seed + t). Returns (loss sum, pairs)."""
+    if syn0.dtype != np.float32 or syn1.dtype != np.float32:
+        raise TypeError("the kernel trains float32 weights")
+    if not (syn0.flags.c_contiguous and syn1.flags.c_contiguous):
+        raise ValueError("the weight arrays must be C-contiguous")
+    tokens = np.ascontiguousarray(tokens)
+    if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= len(tables.p_keep)):
+        raise ValueError(
+            f"token ids must be in 0..{len(tables.p_keep) - 1} (the vocabulary), got "
+            f"{int(tokens.min())}..{int(tokens.max())}"
+        )
+    cuts = sentence_cuts(tokens, max(int(threads), 1))
+    recs = _empty_records(tables.window, tables.negative, len(tables.p_keep))
+    t = tables
+
+    def part(i: int) -> tuple[float, int]:
+        loss, pairs, _, _ = train_range(
+            tokens,
+            int(cuts[i]),
+            int(cuts[i + 1]),
+            t.p_keep,
+            syn0,
+            syn1,
+            t.points,
+            t.codes,
+            t.lengths,
+            t.threshold,
+            t.alias,
+            t.cbow,
+            t.hs,
+            t.window,
+            t.negative,
+            float(alpha_start),
+            float(alpha_end),
+            float(min_alpha),
+            float(max_exp),
+            np.uint64(splitmix64(int(seed) + i)),
+            *recs,
+        )
+        return loss, pairs
+
+    n_parts = len(cuts) - 1
+    results = [part(0)] if n_parts == 1 else list(_pool(n_parts).map(part, range(n_parts)))
+    return float(sum(r[0] for r in results)), int(sum(r[1] for r in results))
+
+
+def record_tokens(
+    tokens: np.ndarray,
+    syn0: np.ndarray,
+    syn1: np.ndarray,
+    tables: Tables,
+    alpha_start: float,
+    alpha_end: float,
+    min_alpha: float,
+    seed: int,
+    max_exp: float = MAX_EXP,
+    pairs: bool = True,
+) -> dict:
+    """`train_tokens` with one thread in record mode: trains exactly the same, and returns what
+    the kernel drew: inputs (R, 2·window), targets (R,), noise (R, negative), alpha (R,) per
+    pair (CBOW: per centre; R = 0 unless `pairs`), kept (V,) tokens kept per word, loss and
+    pairs."""
+    tokens = np.ascontiguousarray(tokens)
+    per_token = 1 if tables.cbow else 2 * tables.window
+    rows = max(len(tokens) * per_token, 1) if pairs else 0
+    inputs = np.full((rows, 2 * tables.window), -1, np.int64)
+    targets = np.zeros(rows, np.int64)
+    noise = np.zeros((rows, max(tables.negative, 1)), np.int64)
+    alpha = np.zeros(rows, np.float64)
+    kept = np.zeros(len(tables.p_keep), np.int64)
+    t = tables
+    loss, n_pairs, n, _ = train_range(
+        tokens,
+        0,
+        len(tokens),
+        t.p_keep,
+        syn0,
+        syn1,
+        t.points,
+        t.codes,
+        t.lengths,
+        t.threshold,
+        t.alias,
+        t.cbow,
+        t.hs,
+        t.window,
+        t.negative,
+        float(alpha_start),
+        float(alpha_end),
+        float(min_alpha),
+        float(max_exp),
+        np.uint64(splitmix64(int(seed))),
+        inputs,
+        targets,
+        noise,
+        alpha,
+        kept,
+    )
+    return {
+        "inputs": inputs[:n],
+        "targets": targets[:n],
+        "noise": noise[:n, : tables.negative] if not tables.hs else noise[:n, :0],
+        "alpha": alpha[:n],
+        "kept": kept,
+        "loss": float(loss),
+        "pairs": int(n_pairs),
+    }
+
+
+def make_tables(
+    model: str,
+    objective: str,
+    window: int,
+    negative: int,
+    p_keep: np.ndarray,
+    tree: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    noise: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Tables:
+    """Tables for a variant: `tree` (points, codes, lengths) for hierarchical softmax, `noise`
+    (threshold, alias) of the noise distribution for negative sampling."""
+    hs = objective == "hierarchical"
+    if hs and tree is None:
+        raise ValueError("hierarchical softmax needs the Huffman tree (points, codes, lengths)")
+    if not hs and noise is None:
+        raise ValueError("negative sampling needs the noise alias table (threshold, alias)")
+
+    def arr(a, dtype, empty_shape):
+        return (
+            np.ascontiguousarray(a, dtype=dtype) if a is not None else np.zeros(empty_shape, dtype)
+        )
+
+    tree = tree if hs else (None, None, None)
+    noise = noise if not hs else (None, None)
+    return Tables(
+        cbow=model == "cbow",
+        hs=hs,
+        window=int(window),
+        negative=int(negative) if not hs else 0,
+        p_keep=np.ascontiguousarray(p_keep, dtype=np.float32),
+        points=arr(tree[0], np.int32, (0, 0)),
+        codes=arr(tree[1], np.int8, (0, 0)),
+        lengths=arr(tree[2], np.int32, 0),
+        threshold=arr(noise[0], np.float32, 0),
+        alias=arr(noise[1], np.int32, 0),
+    )
+
+
+def fixed_pairs(
+    syn0: np.ndarray,
+    syn1: np.ndarray,
+    tables: Tables,
+    inputs: np.ndarray,
+    targets: np.ndarray,
+    noise: np.ndarray | None,
+    alphas: Sequence[float] | np.ndarray,
+    max_exp: float = MAX_EXP,
+) -> float:
+    """`train_pairs` for these tables: explicit pairs with explicit noise words; the loss sum."""
+    inputs = np.ascontiguousarray(inputs, dtype=np.int64)
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    if noise is None:
+        noise = np.zeros((len(targets), 0), np.int64)
+    hs_noise = np.zeros((1, len(targets), 0), np.int64)
+    return float(
+        train_pairs(
+            syn0,
+            syn1,
+            inputs,
+            targets,
+            np.ascontiguousarray(noise, dtype=np.int64)[None] if not tables.hs else hs_noise,
+            np.ascontiguousarray(alphas, dtype=np.float64),
+            tables.cbow,
+            tables.hs,
+            tables.points,
+            tables.codes,
+            tables.lengths,
+            float(max_exp),
+        )
+    )

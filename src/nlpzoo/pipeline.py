@@ -1,0 +1,314 @@
+"""`dvc.yaml` from params.yaml and the code: every stage depends on exactly the code it runs.
+
+A stage's code is the import closure of its entry points inside `src/nlpzoo`, read from the
+source with `ast` (nothing is imported): every `import nlpzoo.x` / `from nlpzoo.x import y`
+anywhere in a module (top level or inside a function) makes `x` (and `x.y` when that is a module)
+part of it, together with the `__init__.py` of each package on the way, which Python runs first.
+The entry points of `train-RUN` and `evaluate-RUN` are the stage script, the run's family record
+(`nlpzoo/families/FAMILY.py`), its model module and its task module (`nlpzoo/tasks/TASK.py`):
+the lifecycle reaches those through the registry (`importlib`), so the code of other families
+and other tasks is never part of a run's closure. Checking the rest of params.yaml when a stage
+starts imports the other families' config modules too; that can stop a stage but never change
+what it writes, so it is not a dependency.
+
+`python -m nlpzoo pipeline` writes dvc.yaml; every stage checks at start that dvc.yaml is what
+the generator would write now (`check`), so a stale dependency list cannot go unnoticed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nlpzoo.errors import ConfigError
+from nlpzoo.families import FAMILIES
+from nlpzoo.params import parse_models
+
+HEADER = (
+    "# Generated from params.yaml and the code by `python -m nlpzoo pipeline` (`make pipeline`):\n"
+    "# rerun it after changing `models:` or an import; every stage checks that this file is\n"
+    "# current. Each train-RUN / evaluate-RUN stage depends on exactly the code it runs\n"
+    "# (docs/design.md §4).\n"
+)
+DATA_ROLES = {"corpus": ["lm", "mt", "eval"], "prepare": ["lm", "mt"], "vocab": ["lm", "mt"]}
+# where the evaluation sets of the word-vector protocol live (corpus@eval)
+EVAL_SETS = "data/raw/eval"
+
+
+def package_dir(root: Path) -> Path:
+    """The `nlpzoo` source folder of the project at `root` (`src/nlpzoo`)."""
+    return root / "src" / "nlpzoo"
+
+
+def module_path(module: str, pkg: Path) -> Path | None:
+    """File of module `nlpzoo.a.b` under `pkg` (the nlpzoo folder), or None if there is none."""
+    parts = module.split(".")
+    if parts[0] != "nlpzoo":
+        return None
+    base = pkg.joinpath(*parts[1:])
+    if base.with_suffix(".py").is_file() and parts[1:]:
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _module_of(path: Path, pkg: Path) -> str:
+    rel = path.relative_to(pkg).with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"]
+    return ".".join(["nlpzoo", *parts])
+
+
+def imported_modules(path: Path, pkg: Path) -> set[str]:
+    """The nlpzoo modules a source file imports, anywhere in it."""
+    stat = path.stat()
+    return set(_imported_modules(path, pkg, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imported_modules(path: Path, pkg: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    here = _module_of(path, pkg) if path.is_relative_to(pkg) else ""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "nlpzoo")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = here.split(".") if is_package else here.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "nlpzoo":
+                continue
+            found.add(module)
+            for alias in node.names:  # `from nlpzoo.x import y` where y is a module
+                if module_path(f"{module}.{alias.name}", pkg) is not None:
+                    found.add(f"{module}.{alias.name}")
+    return frozenset(found)
+
+
+def _with_parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def closure(entry_files: list[Path], entry_modules: list[str], pkg: Path) -> set[Path]:
+    """Every file under `pkg` that running the entry points executes (by static imports)."""
+    todo: list[Path] = list(entry_files)
+    for module in entry_modules:
+        for name in _with_parents(module):
+            p = module_path(name, pkg)
+            if p is None and name == module:
+                raise ConfigError(f"module {module} not found under {pkg}")
+            if p is not None:
+                todo.append(p)
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for module in imported_modules(path, pkg):
+            for name in _with_parents(module):
+                p = module_path(name, pkg)
+                if p is not None and p not in seen:
+                    todo.append(p)
+    return seen
+
+
+def _model_module(family: str) -> str:
+    model = FAMILIES[family].model
+    if not isinstance(model, str):
+        raise ConfigError(
+            f"family '{family}' is defined outside the nlpzoo package; the pipeline needs its "
+            "model as a 'module:Class' string"
+        )
+    return model.partition(":")[0]
+
+
+def run_code(root: Path, stage: str, family: str) -> list[str]:
+    """Repository-relative files a `train`/`evaluate` stage of a run of `family` executes."""
+    pkg = package_dir(root)
+    fam = FAMILIES[family]
+    files = closure(
+        [root / "stages" / f"{stage}.py"],
+        [f"nlpzoo.families.{family}", _model_module(family), f"nlpzoo.tasks.{fam.task}"],
+        pkg,
+    )
+    return _relative(files, root)
+
+
+def script_code(root: Path, script: str) -> list[str]:
+    """Repository-relative files a stage script executes (data stages, mixture, report)."""
+    return _relative(closure([root / "stages" / f"{script}.py"], [], package_dir(root)), root)
+
+
+def _relative(files: set[Path], root: Path) -> list[str]:
+    def key(p: str) -> tuple:
+        return (not p.startswith("stages/"), p)
+
+    return sorted((p.relative_to(root).as_posix() for p in files), key=key)
+
+
+# --------------------------------------------------------------------------- dvc.yaml
+
+
+def stages(params: dict, root: Path) -> dict[str, Any]:
+    """The `stages:` mapping of dvc.yaml for `params` and the code under `root`."""
+    specs = parse_models(params)
+    out: dict[str, Any] = {}
+    out["corpus"] = {
+        "foreach": DATA_ROLES["corpus"],
+        "do": {
+            "cmd": "python stages/corpus.py ${item}",
+            "deps": script_code(root, "corpus"),
+            "params": ["lm", "mt"],
+            "outs": ["data/raw/${item}"],
+        },
+    }
+    out["prepare"] = {
+        "foreach": DATA_ROLES["prepare"],
+        "do": {
+            "cmd": "python stages/prepare.py ${item}",
+            "deps": [*script_code(root, "prepare"), "data/raw/${item}"],
+            "params": ["${item}"],
+            "outs": ["data/prepared/${item}"],
+        },
+    }
+    out["vocab"] = {
+        "foreach": DATA_ROLES["vocab"],
+        "do": {
+            "cmd": "python stages/vocab.py ${item}",
+            "deps": [*script_code(root, "vocab"), "data/prepared/${item}"],
+            "params": ["vocab.${item}", "seed"],
+            "outs": ["data/vocab/${item}"],
+        },
+    }
+    out["cooccur"] = {
+        "cmd": "python stages/cooccur.py",
+        "deps": [*script_code(root, "cooccur"), "data/prepared/lm", "data/vocab/lm"],
+        "params": ["cooccur"],
+        "outs": ["data/cooccur"],
+    }
+    run_params = {}
+    for name in specs:
+        own = [name] if name in params else []
+        run_params[name] = [*own, f"models.{name}"]
+    for name, spec in specs.items():
+        out[f"train-{name}"] = {
+            "cmd": f"python stages/train.py {name}",
+            "deps": [*run_code(root, "train", spec.family), f"data/{spec.data}"],
+            "params": [*run_params[name], "trainer", "seed"],
+            "outs": [f"models/{name}"],
+            "plots": [{f"plots/{name}.csv": {"cache": False, "x": "epoch", "y": _curve_y(spec)}}],
+        }
+    for name, spec in specs.items():
+        extra = [EVAL_SETS] if spec.task in ("lm", "vectors") else []
+        out[f"evaluate-{name}"] = {
+            "cmd": f"python stages/evaluate.py {name}",
+            "deps": [
+                *run_code(root, "evaluate", spec.family),
+                f"models/{name}",
+                f"data/{spec.data}",
+                *extra,
+            ],
+            "params": [*run_params[name], *(["evaluation"] if extra else [])],
+            "outs": [f"eval/{name}"],
+            "metrics": [{f"metrics/{name}.json": {"cache": False}}],
+        }
+    lms = [name for name, spec in specs.items() if spec.task == "lm"]
+    out["mixture"] = {
+        "cmd": "python stages/mixture.py",
+        "deps": [*script_code(root, "mixture"), *(f"eval/{name}" for name in lms)],
+        "params": ["mixture", *(f"models.{name}" for name in lms)],
+        "metrics": [{"metrics/mixtures.json": {"cache": False}}],
+    }
+    out["report"] = {
+        "cmd": "python stages/report.py",
+        "deps": [
+            *script_code(root, "report"),
+            "metrics/mixtures.json",
+            *(f"metrics/{name}.json" for name in specs),
+            *(f"plots/{name}.csv" for name in specs),
+            *(f"eval/{name}" for name in specs),
+            *(f"models/{name}" for name, s in specs.items() if s.task != "mt"),
+            "data/vocab/lm/stats.json",
+            "data/vocab/mt/stats.json",
+        ],
+        "params": [{"params.yaml": None}],
+        "outs": [{"reports": {"cache": False}}],
+    }
+    return out
+
+
+def _curve_y(spec) -> str:
+    return "train_loss" if spec.task == "vectors" else "val_ppl"
+
+
+def plots(params: dict) -> list[dict]:
+    """The top-level plots: one figure per task with every enabled run's curve."""
+    specs = parse_models(params)
+    titles = {
+        "lm": ("learning_curves_lm", "Language models, validation perplexity per epoch"),
+        "vectors": ("learning_curves_vectors", "Word vectors, training loss per epoch"),
+        "mt": (
+            "learning_curves_mt",
+            "Translation, validation perplexity per epoch (SentencePiece pieces)",
+        ),
+    }
+    out = []
+    for task, (key, title) in titles.items():
+        runs = [
+            n
+            for n, s in specs.items()
+            if s.task == task and not (task == "vectors" and FAMILIES[s.family].fit != "lightning")
+        ]
+        if runs:
+            y = {f"plots/{n}.csv": _curve_y(specs[n]) for n in runs}
+            out.append({key: {"title": title, "template": "linear", "x": "epoch", "y": y}})
+    return out
+
+
+def render(params: dict, root: Path) -> str:
+    doc = {"stages": stages(params, root), "plots": plots(params)}
+    body = yaml.safe_dump(doc, sort_keys=False, width=100, default_flow_style=False)
+    return HEADER + body.replace("- params.yaml: null", "- params.yaml:")
+
+
+def write(params: dict, root: Path) -> Path:
+    from nlpzoo.io import atomic_write_text
+
+    path = root / "dvc.yaml"
+    atomic_write_text(path, render(params, root))
+    return path
+
+
+def check(params: dict, root: Path) -> None:
+    """Refuse to run when dvc.yaml is not what `render` gives now (stale runs or code deps)."""
+    path = root / "dvc.yaml"
+    if not path.is_file() or not package_dir(root).is_dir():
+        return  # not a project checkout (e.g. a stage run by hand elsewhere)
+    current = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    wanted = yaml.safe_load(render(params, root))
+    if current.get("stages") == wanted["stages"]:
+        return
+    have, want = set(current.get("stages") or {}), set(wanted["stages"])
+    details = []
+    if want - have:
+        details.append(f"missing stages {', '.join(sorted(want - have))}")
+    if have - want:
+        details.append(f"stages of no enabled run {', '.join(sorted(have - want))}")
+    changed = [s for s in sorted(have & want) if current["stages"][s] != wanted["stages"][s]]
+    if changed:
+        details.append(f"other deps or params in {', '.join(changed)}")
+    raise ConfigError(
+        f"dvc.yaml is out of date with params.yaml and the code ({'; '.join(details)}); "
+        "run `python -m nlpzoo pipeline` (or `make pipeline`) and commit dvc.yaml"
+    )

@@ -1,0 +1,113 @@
+"""Language models (task `lm`): trained on the token streams of `vocab/lm`, scored by perplexity.
+
+Every family is scored on the identical streams (docs/design.md §4): the per-token
+log-probabilities of the valid and test splits go to `eval/RUN/logprobs.npz` (the mixtures reuse
+them without rescoring), their perplexities to the metrics; a model with input embeddings
+(`Family.vectors`) also writes `vectors.txt` and goes through the word-vector protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nlpzoo.data.vocab import load_stream
+from nlpzoo.errors import DataError
+from nlpzoo.evaluation.perplexity import perplexity
+from nlpzoo.tasks import Fitted, Run, Scores, Task
+from nlpzoo.tasks import words as W
+
+SPLITS = ("valid", "test")
+
+
+class LMTask(Task):
+    def load(self, run: Run) -> W.WordData:
+        vocab = W.load_vocab(run)
+        data = W.word_data(vocab, W.load_streams(run, ("train", "valid")))
+        if self.family.neural:
+            context, rows = self._context(run.config)
+            for split in ("train", "valid"):
+                _check_context(data.arrays[split], context, split, run.name, rows)
+        return data
+
+    def _context(self, cfg: Any) -> tuple[int, int]:
+        """(tokens one training example spans, parallel rows of the stream): the window, the
+        BPTT length over batch_size rows (recurrent models), or the block."""
+        if self.family.input == "window":
+            return cfg.context_size, 1
+        if self.family.stateful:
+            return cfg.bptt, cfg.batch_size
+        return cfg.block_size, 1
+
+    def fingerprint(self, data: W.WordData) -> tuple[dict, list]:
+        return W.fingerprint(data)
+
+    def datamodule(self, run: Run, data: W.WordData) -> Any:
+        from nlpzoo.data.lm import LMDataModule
+
+        return LMDataModule(
+            self.family,
+            run.config,
+            data.arrays["train"],
+            data.arrays["valid"],
+            num_workers=run.trainer.num_workers,
+            seed=run.seed,
+        )
+
+    def fit_arrays(self, data: W.WordData) -> tuple:
+        return (data.arrays["train"],)
+
+    def validation_ppl(self, model: Any, data: W.WordData) -> float:
+        return perplexity(model.log_probs(data.arrays["valid"]))
+
+    def fit_stats(self, data: W.WordData, fitted: Fitted) -> dict:
+        return W.throughput(int(data.arrays["train"].size), fitted)
+
+    def save(self, run: Run, data: W.WordData, model: Any, folder) -> None:
+        if self.family.vectors:
+            W.save_vectors(data, model, folder)
+
+    def log_probs(self, model: Any, stream: np.ndarray, cfg: Any) -> np.ndarray:
+        """log p of every token of `stream`: the count model's own, or a neural model's by the
+        input shape of its family."""
+        if not self.family.neural:
+            return model.log_probs(stream)
+        from nlpzoo.evaluation.perplexity import lm_log_probs
+
+        return lm_log_probs(self.family, model, stream, cfg)
+
+    def evaluate(self, run: Run, model: Any) -> Scores:
+        metrics: dict[str, Any] = {}
+        logprobs = {}
+        for split in SPLITS:
+            stream = load_stream(run.data_dir, split)
+            logprobs[split] = self.log_probs(model, stream, run.config)
+            metrics[f"{split}_ppl"] = round(perplexity(logprobs[split]), 4)
+            metrics[f"{split}_tokens"] = int(stream.size)
+
+        def write_logprobs(path):
+            arrays = {k: v.astype(np.float32) for k, v in logprobs.items()}
+            np.savez_compressed(path, **arrays)
+
+        scores = Scores(metrics, files={"logprobs.npz": write_logprobs})
+        if self.family.vectors:
+            neighbours = W.score_vectors(run, model, metrics)
+            scores.files["neighbours.json"] = W.neighbours_file(neighbours)
+            scores.artifacts = ("neighbours.json",)
+        return scores
+
+
+def _check_context(stream: np.ndarray, context: int, split: str, run: str, rows: int = 1) -> None:
+    """A split must hold one example: `context` + 1 tokens, in each of the `rows` parallel rows
+    a recurrent model cuts the stream into (its batch_size)."""
+    if stream.size < rows * (context + 1):
+        need = f"{rows} rows x ({context} + 1)" if rows > 1 else f"{context} + 1"
+        smaller = "batch_size or bptt" if rows > 1 else "context"
+        raise DataError(
+            f"run '{run}': the {split} split has {stream.size} tokens, fewer than the model's "
+            f"context of {need} tokens; use a larger split or a smaller {smaller}"
+        )
+
+
+TASK = LMTask

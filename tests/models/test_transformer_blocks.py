@@ -1,0 +1,462 @@
+"""The shared Transformer blocks (nlpzoo.models.transformer_blocks) and the three families built on
+them. Attention and the label-smoothed loss by hand; the key/value cache against the full forward;
+for `transformer`, `decoder_mt` and `transformer_lm`: the parameter names a saved model carries,
+and the initialisation and outputs against the computation each family did on its own before the
+blocks were shared, written out below (`ref_*`), with fingerprints recorded from that code."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nlpzoo.data.mt import IGNORE, collate
+from nlpzoo.data.vocab import PAD
+from nlpzoo.models import decoder_mt, transformer, transformer_lm
+from nlpzoo.models.losses import label_smoothed_loss
+from nlpzoo.models.transformer_blocks import (
+    Block,
+    CausalSelfAttention,
+    attention,
+    causal_mask,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------------------ attention
+
+
+def test_attention_equals_a_hand_computation_with_a_causal_mask():
+    q = torch.tensor([[1.0, 0.0], [0.5, 1.0], [0.0, 2.0]])  # T = 3 queries, d_k = 2
+    k = torch.tensor([[1.0, 1.0], [0.0, 1.0], [2.0, 0.0]])
+    v = torch.tensor([[1.0, 2.0], [3.0, -1.0], [0.0, 4.0]])
+    out, w = attention(q, k, v, causal_mask(3))
+    for i in range(3):
+        scores = [
+            sum(q[i, d].item() * k[j, d].item() for d in range(2)) / math.sqrt(2)
+            for j in range(i + 1)
+        ]
+        e = [math.exp(s) for s in scores]  # key j > i is masked: weight 0
+        expected_w = [x / sum(e) for x in e] + [0.0] * (2 - i)
+        expected_out = [sum(expected_w[j] * v[j, d].item() for j in range(3)) for d in range(2)]
+        assert w[i].tolist() == pytest.approx(expected_w, abs=1e-6)
+        assert out[i].tolist() == pytest.approx(expected_out, abs=1e-6)
+    # row 1 by hand: scores (1.5, 1.0)/√2, weights 1/(1 + e^{−0.5/√2}) = 0.58748, 0.41252
+    assert w[1, 0].item() == pytest.approx(0.58748, abs=1e-5)
+
+
+def test_causal_mask_lets_new_queries_see_every_cached_key():
+    assert causal_mask(3).tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    # 2 cached positions, 2 new ones at positions 2 and 3
+    assert causal_mask(2, past=2).tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
+
+
+def test_cached_self_attention_equals_the_full_forward():
+    """Feeding positions in chunks of 3, 1 and 3 with the cache = all 7 at once, with key
+    padding too (the prompt padding that decoder_mt masks while it generates)."""
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(8, 2)
+    x = torch.randn(2, 7, 8)
+    keep = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    keep[1, ..., 1:3] = False  # row 1: positions 1 and 2 are padding
+    for mask in (None, keep):
+        with torch.no_grad():
+            full, full_w, (K, V) = attn.self_attention(x, mask)
+            outs, cache, t = [], None, 0
+            for T in (3, 1, 3):
+                m = None if mask is None else mask[..., : t + T]
+                out, w, cache = attn.self_attention(x[:, t : t + T], m, cache)
+                torch.testing.assert_close(w, full_w[:, :, t : t + T, : t + T])
+                outs.append(out)
+                t += T
+        torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(cache[0], K)
+        torch.testing.assert_close(cache[1], V)
+        assert torch.all(full_w.triu(1) == 0)  # no weight on a later position
+    assert torch.all(full_w[1, :, :, 1:3] == 0)  # nor on padding
+    # the module's forward is the same self-attention, output only
+    torch.testing.assert_close(attn(x), attn.self_attention(x)[0])
+
+
+@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_block_one_position_at_a_time_equals_the_full_forward(norm, cross):
+    torch.manual_seed(1)
+    block = Block(16, 2, 24, dropout=0.1, norm=norm, causal=True, cross=cross).eval()
+    x, memory = torch.randn(3, 6, 16), torch.randn(3, 5, 16)
+    memory_mask = torch.ones(3, 1, 1, 5, dtype=torch.bool)
+    memory_mask[0, ..., 3:] = False  # padding in the encoder output of row 0
+    kw = (
+        dict(cross_kv=block.cross_attn.keys_values(memory), cross_mask=memory_mask) if cross else {}
+    )
+    with torch.no_grad():
+        full, full_cache, full_cross = block.run(x, **kw)
+        torch.testing.assert_close(block(x, **kw), full)
+        cache, steps = None, []
+        for t in range(6):
+            y, cache, cross_w = block.run(x[:, t : t + 1], None, cache, **kw)
+            steps.append(y)
+            if cross:
+                torch.testing.assert_close(cross_w, full_cross[:, :, t : t + 1])
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(cache, full_cache)
+    if cross:
+        assert torch.all(full_cross[0, ..., 3:] == 0)
+    else:
+        assert full_cross is None
+
+
+def test_only_a_causal_block_is_blind_to_later_positions():
+    torch.manual_seed(2)
+    x = torch.randn(1, 5, 16)
+    changed = x.clone()
+    changed[:, 4] += 1.0
+    for causal in (False, True):
+        block = Block(16, 2, 24, causal=causal).eval()
+        with torch.no_grad():
+            diff = (block(changed) - block(x))[:, :4].abs().max().item()
+        assert (diff < 1e-6) if causal else (diff > 1e-3)
+
+
+def test_a_cross_attention_block_needs_the_encoder_output():
+    with pytest.raises(ValueError, match="keys and values"):
+        Block(16, 2, 24, causal=True, cross=True)(torch.randn(1, 3, 16))
+
+
+# ------------------------------------------------------------------------------------ loss
+
+
+def hand_loss(logits: torch.Tensor, labels: torch.Tensor, eps: float) -> torch.Tensor:
+    """Mean over labelled positions of (1 − ε)·(−log p_y) + ε·(1/V) Σ_v −log p_v."""
+    keep = labels != IGNORE
+    log_p = torch.log_softmax(logits[keep].double(), -1)  # (N, V)
+    nll = -log_p.gather(-1, labels[keep][:, None])[:, 0]
+    return ((1 - eps) * nll - eps * log_p.mean(-1)).mean().float()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothed_loss_equals_the_formula(eps):
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(2, 4, 6, generator=g) * 3
+    labels = torch.tensor([[1, 5, IGNORE, IGNORE], [0, 2, 3, IGNORE]])
+    loss = label_smoothed_loss(logits, labels, eps, IGNORE)
+    torch.testing.assert_close(loss, hand_loss(logits, labels, eps))
+    # the same as the cross-entropy against the smoothed target (1 − ε)·onehot(y) + ε/V
+    keep = labels != IGNORE
+    target = (1 - eps) * F.one_hot(labels[keep], 6) + eps / 6
+    ce = -(target * torch.log_softmax(logits[keep], -1)).sum(-1).mean()
+    torch.testing.assert_close(loss, ce)
+    # a label's position counts; an ignored one does not
+    assert (
+        label_smoothed_loss(logits, labels.masked_fill(labels == 5, 4), eps).item() != loss.item()
+    )
+    other = logits.clone()
+    other[0, 2] += 10.0
+    torch.testing.assert_close(label_smoothed_loss(other, labels, eps), loss)
+
+
+# ------------------------------------------------------------- the families, before and after
+
+V = 23
+MT_SIZES = dict(d_model=16, heads=2, num_layers=2, d_ff=24, max_positions=32, dropout=0.1)
+LM_SIZES = dict(d_model=16, heads=4, num_layers=2, d_ff=24, block_size=12, dropout=0.1)
+FAMILIES = {
+    "transformer": (transformer, "Transformer", MT_SIZES),
+    "decoder_mt": (decoder_mt, "DecoderMT", MT_SIZES),
+    "transformer_lm": (transformer_lm, "TransformerLM", LM_SIZES),
+}
+CASES = [(f, n) for f in FAMILIES for n in ("post", "pre")]
+PAIRS = [([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17, 18]), ([19, 20, 21], [22])]
+LM_IDS = torch.tensor(
+    [[3, 7, 1, 19, 4, 4, 22, 0, 9, 15, 2, 11, 6], [8, 8, 21, 5, 13, 17, 1, 0, 3, 20, 12, 7, 14]]
+)
+
+
+def build(family: str, norm: str, module=None):
+    """The family's model with torch seed 0 (`module`: another implementation of the family)."""
+    default, cls, sizes = FAMILIES[family]
+    module = module or default
+    torch.manual_seed(0)
+    return getattr(module, cls)(module.Config(**sizes, norm=norm), V)
+
+
+def mt_batch():
+    return collate([(np.array(s), np.array(t)) for s, t in PAIRS])  # src, tgt_in, labels
+
+
+def run(model, family: str):
+    if family == "transformer_lm":
+        return model(LM_IDS[:, :-1], LM_IDS[:, 1:])
+    return model(*mt_batch())
+
+
+def fingerprint(tensors) -> list[float]:
+    """Σ x, Σ x² and Σ i·x / n over the elements laid end to end: equal values in the same places
+    give equal numbers up to rounding (the last one tells a permutation)."""
+    x = torch.cat([t.detach().double().flatten() for t in tensors])
+    i = torch.arange(1, x.numel() + 1, dtype=torch.float64)
+    return [x.sum().item(), (x * x).sum().item(), (i * x).sum().item() / x.numel()]
+
+
+def fingerprints(family: str, norm: str, module=None) -> dict[str, list[float]]:
+    """Initial parameters (seed 0), outputs in eval mode, and outputs and gradients in train mode
+    (dropout drawn after seed 1)."""
+    model = build(family, norm, module)
+    init = fingerprint(model.state_dict().values())
+    eval_out = fingerprint(run(model.eval(), family))
+    model.train()
+    torch.manual_seed(1)
+    logits, loss = run(model, family)
+    loss.backward()
+    grads = fingerprint(p.grad for p in model.parameters())
+    return {"init": init, "eval": eval_out, "train": fingerprint([logits, loss]), "grad": grads}
+
+
+# recorded from the families' own code before they shared transformer_blocks (torch 2.13, CPU)
+BEFORE = {
+    ("transformer", "post"): {
+        "init": [189.7410461172, 719.4808742582, 113.6545620536],
+        "eval": [-16.1124003343, 417.9389723231, -1.9484528159],
+        "train": [-9.1448084265, 452.5599832675, -1.339489269],
+        "grad": [-0.0633538878, 7.2482234894, -0.0681448695],
+    },
+    ("transformer", "pre"): {
+        "init": [221.7410461172, 751.4808742582, 144.844130922],
+        "eval": [-18.142666921, 479.6785600162, -8.2948094172],
+        "train": [-16.2300633483, 470.0402158049, -8.9229323378],
+        "grad": [0.966535722, 5.4488365231, 0.9515245968],
+    },
+    ("decoder_mt", "post"): {
+        "init": [63.1567002509, 288.348468679, 51.9076787266],
+        "eval": [-81.4192054308, 338.3209987923, -47.3254414385],
+        "train": [-92.0256181513, 373.2132750716, -47.4689386381],
+        "grad": [-3.2262202336, 6.6619106308, -0.9797368184],
+    },
+    ("decoder_mt", "pre"): {
+        "init": [79.1567002509, 304.348468679, 67.4386375755],
+        "eval": [6.5977953315, 366.1798361084, -7.9658604115],
+        "train": [-23.4658877268, 383.7467248286, -19.0090624534],
+        "grad": [0.2528568958, 4.6814466821, 0.4338900238],
+    },
+    ("transformer_lm", "post"): {
+        "init": [51.7379725491, 314.1087610189, 41.3513043732],
+        "eval": [119.0613019844, 602.8098918601, 53.012296495],
+        "train": [146.2478104669, 592.3890411059, 65.0509483379],
+        "grad": [-1.7559574524, 4.7080677903, -0.3196471523],
+    },
+    ("transformer_lm", "pre"): {
+        "init": [67.7379725491, 330.1087610189, 55.5995745306],
+        "eval": [129.0782900971, 606.6297235956, 54.3806548452],
+        "train": [140.3762236746, 591.1164843531, 62.8250370661],
+        "grad": [-0.0797062105, 2.6335604797, 0.0569831756],
+    },
+}
+
+
+@pytest.mark.parametrize(("family", "norm"), CASES)
+def test_initialisation_and_outputs_are_those_of_before(family, norm):
+    got = fingerprints(family, norm)
+    for key, expected in BEFORE[family, norm].items():
+        assert got[key] == pytest.approx(expected, rel=1e-5, abs=1e-5), key
+
+
+MHA = ("W_q", "W_k", "W_v", "W_o")
+
+
+def _wb(*names: str) -> list[str]:
+    return [f"{n}.{t}" for n in names for t in ("weight", "bias")]
+
+
+def names_before(family: str, norm: str, layers: int = 2) -> list[str]:
+    """The state_dict keys, in order, of a model saved before the blocks were shared."""
+    pre = norm == "pre"
+    if family == "transformer":
+        keys = ["out_bias", "emb.weight"]
+        for i in range(layers):
+            e = f"encoder.{i}"
+            attn = (f"{e}.self_attn.{w}" for w in MHA)
+            keys += _wb(*attn, f"{e}.ffn.W_1", f"{e}.ffn.W_2", f"{e}.sub1.norm", f"{e}.sub2.norm")
+        for i in range(layers):
+            d = f"decoder.{i}"
+            attn = (f"{d}.{a}.{w}" for a in ("self_attn", "cross_attn") for w in MHA)
+            norms = (f"{d}.sub{j}.norm" for j in (1, 2, 3))
+            keys += _wb(*attn, f"{d}.ffn.W_1", f"{d}.ffn.W_2", *norms)
+        return keys + (_wb("enc_norm", "dec_norm") if pre else [])
+    if family == "decoder_mt":
+        keys = ["out_bias", "emb.weight"]
+        for i in range(layers):
+            b = f"blocks.{i}"
+            attn = (f"{b}.attn.{w}" for w in MHA)
+            keys += _wb(*attn, f"{b}.W_1", f"{b}.W_2", f"{b}.norm1", f"{b}.norm2")
+        return keys + (_wb("norm_f") if pre else [])
+    keys = ["tok_emb.weight"]
+    for i in range(layers):
+        b = f"blocks.{i}"
+        attn = (f"{b}.attn.{w}" for w in MHA)
+        keys += _wb(*attn, f"{b}.ffn.W_1", f"{b}.ffn.W_2", f"{b}.norm1", f"{b}.norm2")
+    return keys + (_wb("norm_f") if pre else []) + _wb("lm_head")
+
+
+def old_name(family: str, key: str) -> str:
+    """A parameter's name before the blocks were shared."""
+    if family == "transformer":  # sub-layer wrappers held the norms; `self_attn`
+        return re.sub(r"\.norm(\d)\.", r".sub\1.norm.", re.sub(r"\.attn\.", ".self_attn.", key))
+    if family == "decoder_mt":  # the FFN was written inline in the block
+        return key.replace(".ffn.W_", ".W_")
+    return key
+
+
+@pytest.mark.parametrize(("family", "norm"), CASES)
+def test_parameter_names_map_one_to_one_onto_those_of_before(family, norm):
+    model = build(family, norm)
+    assert [old_name(family, k) for k in model.state_dict()] == names_before(family, norm)
+
+
+@pytest.mark.parametrize(("family", "norm"), CASES)
+def test_a_model_saved_under_the_old_names_loads(family, norm):
+    saved = build(family, norm)
+    with torch.no_grad():
+        for p in saved.parameters():
+            p.add_(torch.randn_like(p))  # unlike a fresh model's
+    old = {old_name(family, k): v for k, v in saved.state_dict().items()}
+    model = build(family, norm)
+    model.load_state_dict(old)  # strict: every old key is used, every parameter is filled
+    for (name, p), q in zip(model.state_dict().items(), saved.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+
+
+# the computation of before, written out from the parameters (old names), in eval mode
+
+
+def _linear(p: dict, name: str, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, p[f"{name}.weight"], p[f"{name}.bias"])
+
+
+def _layer_norm(p: dict, name: str, x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], p[f"{name}.weight"], p[f"{name}.bias"])
+
+
+def ref_attention(p: dict, name: str, x, memory, mask, heads: int):
+    """softmax(Q Kᵀ / √d_k, masked) V per head, heads concatenated, then W^O."""
+    B, T, C = x.shape
+    d_k = C // heads
+
+    def split(z):
+        return z.view(B, -1, heads, d_k).transpose(1, 2)
+
+    q = split(_linear(p, f"{name}.W_q", x))
+    k, v = split(_linear(p, f"{name}.W_k", memory)), split(_linear(p, f"{name}.W_v", memory))
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(~mask, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+    return _linear(p, f"{name}.W_o", out), scores.softmax(-1)
+
+
+def ref_sublayer(p: dict, norm: str, x, f, pre: bool):
+    """LN(x + f(x)) (post-norm) or x + f(LN(x)) (pre-norm); dropout is off in eval mode."""
+    return x + f(_layer_norm(p, norm, x)) if pre else _layer_norm(p, norm, x + f(x))
+
+
+def ref_ffn(p: dict, prefix: str, x):
+    """max(0, x W_1 + b_1) W_2 + b_2 with the layer's `{prefix}W_1`, `{prefix}W_2`."""
+    return _linear(p, f"{prefix}W_2", torch.relu(_linear(p, f"{prefix}W_1", x)))
+
+
+def ref_positions(length: int, C: int) -> torch.Tensor:
+    pos = torch.arange(length, dtype=torch.float64)[:, None]
+    angle = pos / 10000.0 ** (torch.arange(0, C, 2, dtype=torch.float64) / C)
+    return torch.stack([angle.sin(), angle.cos()], -1).flatten(1).float()  # sin, cos interleaved
+
+
+def ref_causal_stack(p: dict, x, c, ffn: str):
+    """The decoder-only blocks: masked self-attention, then the FFN (`blocks.i.{ffn}W_1`)."""
+    pre, causal = c.norm == "pre", torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()
+    for i in range(c.num_layers):
+        b = f"blocks.{i}."
+
+        def attn(z, b=b):
+            return ref_attention(p, f"{b}attn", z, z, causal, c.heads)[0]
+
+        x = ref_sublayer(p, f"{b}norm1", x, attn, pre)
+        x = ref_sublayer(p, f"{b}norm2", x, lambda z, b=b: ref_ffn(p, b + ffn, z), pre)
+    return _layer_norm(p, "norm_f", x) if pre else x
+
+
+def ref_transformer(p: dict, c, src, tgt_in, labels):
+    pre, C = c.norm == "pre", c.d_model
+    pe = ref_positions(c.max_positions, C)
+
+    def embed(ids):
+        return p["emb.weight"][ids] * math.sqrt(C) + pe[: ids.shape[1]]
+
+    src_mask = (src != PAD)[:, None, None, :]
+    x = embed(src)
+    for i in range(c.num_layers):
+        e = f"encoder.{i}."
+
+        def self_attn(z, e=e):
+            return ref_attention(p, f"{e}self_attn", z, z, src_mask, c.heads)[0]
+
+        x = ref_sublayer(p, f"{e}sub1.norm", x, self_attn, pre)
+        x = ref_sublayer(p, f"{e}sub2.norm", x, lambda z, e=e: ref_ffn(p, f"{e}ffn.", z), pre)
+    memory = _layer_norm(p, "enc_norm", x) if pre else x
+    causal = torch.ones(tgt_in.shape[1], tgt_in.shape[1], dtype=torch.bool).tril()
+    y = embed(tgt_in)
+    for i in range(c.num_layers):
+        d = f"decoder.{i}."
+
+        def masked(z, d=d):
+            return ref_attention(p, f"{d}self_attn", z, z, causal, c.heads)[0]
+
+        def cross(z, d=d):
+            return ref_attention(p, f"{d}cross_attn", z, memory, src_mask, c.heads)[0]
+
+        y = ref_sublayer(p, f"{d}sub1.norm", y, masked, pre)
+        y = ref_sublayer(p, f"{d}sub2.norm", y, cross, pre)
+        y = ref_sublayer(p, f"{d}sub3.norm", y, lambda z, d=d: ref_ffn(p, f"{d}ffn.", z), pre)
+    y = _layer_norm(p, "dec_norm", y) if pre else y
+    logits = y @ p["emb.weight"].T + p["out_bias"]
+    return logits, hand_loss(logits, labels, c.label_smoothing)
+
+
+def ref_decoder_mt(p: dict, c, src, tgt_in, labels):
+    inputs, seq_labels = decoder_mt.build_sequence(src, tgt_in, labels)
+    pe = ref_positions(c.max_positions, c.d_model)[: inputs.shape[1]]
+    x = ref_causal_stack(p, p["emb.weight"][inputs] * math.sqrt(c.d_model) + pe, c, ffn="")
+    logits = x @ p["emb.weight"].T + p["out_bias"]  # (B, P, V)
+    cols = (src != PAD).sum(1, keepdim=True) + 1 + torch.arange(tgt_in.shape[1])  # where y is
+    target_logits = logits.gather(1, cols[..., None].expand(-1, -1, V))
+    return target_logits, hand_loss(logits, seq_labels, c.label_smoothing)
+
+
+def ref_transformer_lm(p: dict, c, inputs, targets):
+    pe = ref_positions(c.block_size, c.d_model)[: inputs.shape[1]]
+    x = ref_causal_stack(p, p["tok_emb.weight"][inputs] * math.sqrt(c.d_model) + pe, c, "ffn.")
+    logits = x @ p["tok_emb.weight"].T + p["lm_head.bias"]
+    return logits, hand_loss(logits, targets, 0.0)
+
+
+@pytest.mark.parametrize(("family", "norm"), CASES)
+def test_forward_equals_the_computation_of_before(family, norm):
+    model = build(family, norm).eval()
+    p = {old_name(family, k): v for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        if family == "transformer_lm":
+            got = model(LM_IDS[:, :-1], LM_IDS[:, 1:])
+            expected = ref_transformer_lm(p, model.config, LM_IDS[:, :-1], LM_IDS[:, 1:])
+        else:
+            got = model(*mt_batch())
+            ref = ref_transformer if family == "transformer" else ref_decoder_mt
+            expected = ref(p, model.config, *mt_batch())
+    torch.testing.assert_close(got[0], expected[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[1], expected[1], atol=1e-5, rtol=1e-5)

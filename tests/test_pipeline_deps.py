@@ -1,0 +1,131 @@
+"""dvc.yaml lists, for every stage, exactly the code the stage runs (docs/design.md §4)."""
+
+from __future__ import annotations
+
+import modulefinder
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nlpzoo import pipeline
+from nlpzoo.errors import ConfigError
+from nlpzoo.families import FAMILIES
+from nlpzoo.params import load_params, parse_models
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+
+def _dvc_stages() -> dict:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+
+
+def _code_deps(stage: dict) -> set[str]:
+    return {d for d in stage["deps"] if d.startswith(("src/", "stages/"))}
+
+
+def _found_by_modulefinder(script: Path, modules: list[str]) -> set[str]:
+    """The nlpzoo files Python's own static import scanner (bytecode of every function
+    included) finds from a stage script and the modules the registry loads by name."""
+    finder = modulefinder.ModuleFinder(path=[str(SRC)])  # nothing outside src/ is followed
+    finder.run_script(str(script))
+    for module in modules:
+        finder.import_hook(module)
+    files = {script.relative_to(ROOT).as_posix()}
+    for name, mod in finder.modules.items():
+        if name.split(".")[0] == "nlpzoo" and mod.__file__:
+            files.add(Path(mod.__file__).resolve().relative_to(ROOT).as_posix())
+    return files
+
+
+def _model_module(family: str) -> str:
+    return FAMILIES[family].model.partition(":")[0]
+
+
+PARAMS = load_params(ROOT / "params.yaml")
+RUNS = parse_models(PARAMS)
+
+
+def test_committed_dvc_yaml_is_what_the_generator_writes():
+    pipeline.check(PARAMS, ROOT)  # raises with the stale stages named
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+@pytest.mark.parametrize("stage", ["train", "evaluate"])
+def test_run_stage_deps_are_its_import_closure_both_ways(run, stage):
+    spec = RUNS[run]
+    family = FAMILIES[spec.family]
+    listed = _code_deps(_dvc_stages()[f"{stage}-{run}"])
+    found = _found_by_modulefinder(
+        ROOT / "stages" / f"{stage}.py",
+        [
+            f"nlpzoo.families.{spec.family}",
+            _model_module(spec.family),
+            f"nlpzoo.tasks.{family.task}",
+        ],
+    )
+    assert listed - found == set(), f"listed but never imported: {sorted(listed - found)}"
+    assert found - listed == set(), f"imported but not listed: {sorted(found - listed)}"
+
+
+@pytest.mark.parametrize("script", ["corpus", "prepare", "vocab", "cooccur", "mixture", "report"])
+def test_other_stage_deps_are_their_import_closure(script):
+    stage = _dvc_stages()[script]
+    listed = _code_deps(stage.get("do", stage))
+    assert listed == _found_by_modulefinder(ROOT / "stages" / f"{script}.py", [])
+
+
+def test_no_run_depends_on_the_code_of_another_task_or_family():
+    stages = _dvc_stages()
+    for run, spec in RUNS.items():
+        deps = _code_deps(stages[f"train-{run}"])
+        for other in FAMILIES:
+            if other == spec.family:
+                continue
+            assert f"src/nlpzoo/families/{other}.py" not in deps, (run, other)
+            own = _model_module(spec.family).rsplit(".", 1)[-1]
+            theirs = _model_module(other).rsplit(".", 1)[-1]
+            if theirs != own and f"src/nlpzoo/models/{theirs}.py" in deps:
+                # only a building block the run's own model is made of may appear
+                assert theirs in ("transformer", "outputs"), (run, theirs)
+        for task in {"lm", "vectors", "mt"} - {spec.task}:
+            assert f"src/nlpzoo/tasks/{task}.py" not in deps, (run, task)
+        if spec.task != "mt":
+            assert "src/nlpzoo/data/mt.py" not in deps, run
+
+
+def test_an_edit_to_the_output_layers_flags_only_the_runs_that_use_them():
+    """What `dvc status` reports after a change to models/outputs.py: the stages listing it."""
+    stages = _dvc_stages()
+    flagged = {
+        name for name, s in stages.items() if "src/nlpzoo/models/outputs.py" in s.get("deps", [])
+    }
+    # the output layers of the NNLM and the RNN LMs, and word2vec's Huffman tree
+    users = {n for n, s in RUNS.items() if s.family in ("nnlm", "rnn_lm", "word2vec")}
+    assert flagged == {f"{k}-{n}" for n in users for k in ("train", "evaluate")}
+
+
+def test_stale_dvc_yaml_is_refused_naming_the_fix(tmp_path):
+    for folder in ("src", "stages"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    pipeline.write(params, tmp_path)
+    pipeline.check(params, tmp_path)  # fresh: fine
+    params["models"]["nnlm"]["enabled"] = False
+    with pytest.raises(
+        ConfigError, match=r"stages of no enabled run .*train-nnlm.*nlpzoo pipeline"
+    ):
+        pipeline.check(params, tmp_path)
+    params["models"]["nnlm"]["enabled"] = True
+    params["models"]["nnlm2"] = {"family": "nnlm", "data": "vocab/lm"}
+    with pytest.raises(ConfigError, match=r"missing stages evaluate-nnlm2, train-nnlm2"):
+        pipeline.check(params, tmp_path)
+
+
+def test_disabled_runs_get_no_stages():
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["models"]["glove"]["enabled"] = False
+    stages = pipeline.stages(params, ROOT)
+    assert "train-glove" not in stages and "evaluate-glove" not in stages
+    assert "train-svd" in stages and "metrics/glove.json" not in stages["report"]["deps"]
