@@ -1,4 +1,4 @@
-"""Tests for nlpzoo.config.build and params validation of nlpzoo.runner (docs/design.md §1, §7)."""
+"""Tests for nlpzoo.config.build and params validation of nlpzoo.params (docs/design.md §1, §7)."""
 
 from __future__ import annotations
 

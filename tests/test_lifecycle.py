@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-from nlpzoo.evaluation.mixture import mixtures
 from nlpzoo import lifecycle
 from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import Vocab
+from nlpzoo.evaluation.mixture import mixtures
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import CooccurConfig
 

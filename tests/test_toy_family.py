@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlpzoo.evaluation.mixture import mixtures
 from nlpzoo import lifecycle
 from nlpzoo.config import require
 from nlpzoo.cost import Cost
 from nlpzoo.data.vocab import Vocab
+from nlpzoo.evaluation.mixture import mixtures
 from nlpzoo.families import FAMILIES, Family, register, unregister
 from nlpzoo.params import ReportConfig, validate_params
 from nlpzoo.report.build import build_report
@@ -61,8 +61,10 @@ class Bigram(nn.Module):
         return logits, loss
 
     def token_log_probs(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logits, _ = self(inputs)
-        return logits.log_softmax(-1).gather(1, targets[:, None]).squeeze(1)
+        return self.log_prob_all(inputs).gather(1, targets[:, None]).squeeze(1)
+
+    def log_prob_all(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self(inputs)[0].log_softmax(-1)  # (B, V): what generation samples from
 
     def embeddings(self) -> torch.Tensor:
         return self.E.weight.detach()

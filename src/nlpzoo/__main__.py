@@ -4,6 +4,11 @@ python -m nlpzoo validate [params.yaml]          check a params file, running no
 python -m nlpzoo pipeline [--check]              write dvc.yaml from params.yaml and the code
 python -m nlpzoo translate --run RUN [FILE]      translate lines (stdin by default) with the
                                                  trained translation run models/RUN/
+python -m nlpzoo generate --run RUN              sample text from a language model
+python -m nlpzoo score --run RUN [FILE]          log-probability, perplexity of sentences
+python -m nlpzoo neighbours --run RUN WORD...    nearest neighbours in a run's word vectors
+python -m nlpzoo analogy --run RUN A B C         A is to B as C is to ?
+(--mlflow-run ID instead of --run: a run logged to MLflow; `COMMAND --help` for each)
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nlpzoo import use
 from nlpzoo.errors import NlpzooError
 
 
@@ -30,11 +36,17 @@ def main(argv: list[str] | None = None) -> int:
     pipe.add_argument("--check", action="store_true", help="only check that dvc.yaml is current")
     pipe.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
     tr = sub.add_parser("translate", help="translate source lines with a trained run")
-    tr.add_argument("--run", required=True, help="a translation run trained into models/RUN/")
+    which = tr.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", help="a translation run trained into models/RUN/")
+    which.add_argument("--mlflow-run", metavar="ID", help="instead of --run: an MLflow run ID")
     tr.add_argument("input", nargs="?", type=Path, help="source lines (default: stdin)")
     tr.add_argument("--beam", type=int, default=None, help="beam size (default: the run's)")
     tr.add_argument("--models", type=Path, default=Path("models"), help="the models/ folder")
+    use.add_commands(sub)  # generate, score, neighbours, analogy
+    parser.set_defaults(handler=None)
     args = parser.parse_args(argv)
+    if args.handler is not None:
+        return use.run_command(args)
     if args.command == "translate":
         return _translate(args)
     if args.command == "pipeline":
@@ -79,7 +91,13 @@ def _translate(args: argparse.Namespace) -> int:
             lines = args.input.read_text(encoding="utf-8").splitlines()
         else:
             lines = sys.stdin.read().splitlines()
-        for line in translate(args.models / args.run, lines, beam_size=args.beam):
+        if args.mlflow_run:
+            from nlpzoo.tracking import fetch_run_dir
+
+            run_dir = fetch_run_dir(args.mlflow_run)
+        else:
+            run_dir = args.models / args.run
+        for line in translate(run_dir, lines, beam_size=args.beam):
             print(line)
     except NlpzooError as e:
         print(f"error: {e}", file=sys.stderr)

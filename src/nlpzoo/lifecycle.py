@@ -5,7 +5,7 @@
               stage, the others write to a throwaway folder) -> fit it as its family's record
               says (`count`, `closed_form`, or `lightning`) -> config.json, train_stats.json
               (the model's own cost included) and the task's outputs -> rename into place
-              -> close the MLflow run
+              -> log its files (and a neural model) to the MLflow run -> close the MLflow run
     evaluate  reopen the MLflow run -> the task's scores -> metrics/RUN.json, eval/RUN/
 
 What differs by task (data, loaders, scores, outputs) comes from `nlpzoo.tasks`, what differs by
@@ -87,8 +87,30 @@ def train(params: dict, name: str, root: Path) -> dict:
         shutil.rmtree(run.ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
     tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
     tracker.log_artifact(run.plots_path)
+    _log_model(run, tracker)
     tracker.finish()
     return stats
+
+
+# the files of models/RUN/ a run is loaded from (`load_model`, the commands): what the run logs
+# to MLflow under run_dir/ (`nlpzoo.tracking.fetch_run_dir` downloads them)
+RUN_DIR_FILES = ("model.pt", "model.npz", "config.json", "train_stats.json")
+VOCABULARIES = ("vocab.txt", "spm.model")  # a word vocabulary, or translation's SentencePiece
+
+
+def _log_model(run: Run, tracker: Tracker) -> None:
+    """The trained run to its MLflow run (rank 0): the files it is loaded from under run_dir/,
+    its vocabulary included (the data folder's when models/RUN/ holds none), and a neural model
+    as an MLflow PyTorch model at `model`, the one `load_model` gives."""
+    if not tracker.active:
+        return
+    names = (*RUN_DIR_FILES, *VOCABULARIES)
+    files = [run.model_dir / n for n in names if (run.model_dir / n).is_file()]
+    if not any(f.name in VOCABULARIES for f in files) and (run.data_dir / "vocab.txt").is_file():
+        files.append(run.data_dir / "vocab.txt")
+    tracker.log_run_dir(files)
+    if run.family.neural:
+        tracker.log_pytorch_model(load_model(run.model_dir))
 
 
 def _tracking_params(run: Run) -> dict:

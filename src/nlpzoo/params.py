@@ -180,6 +180,10 @@ class TrainerConfig:
     # optimizer steps and/or every M minutes of training; 0 turns either one off
     checkpoint_every_steps: int = 0
     checkpoint_every_minutes: float = 10.0
+    # progress lines in the log while training (rank 0): every N % of an epoch and/or every M
+    # seconds, and one per validation; 0 turns either interval off
+    progress_every_percent: float = 10.0
+    progress_every_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
@@ -199,6 +203,12 @@ class TrainerConfig:
         require(self.num_workers >= 0, "num_workers", "must be >= 0")
         require(self.checkpoint_every_steps >= 0, "checkpoint_every_steps", "must be >= 0")
         require(self.checkpoint_every_minutes >= 0, "checkpoint_every_minutes", "must be >= 0")
+        require(
+            0 <= self.progress_every_percent <= 100,
+            "progress_every_percent",
+            "must be between 0 and 100",
+        )
+        require(self.progress_every_seconds >= 0, "progress_every_seconds", "must be >= 0")
 
     def result_settings(self) -> dict:
         """The settings a run's result depends on (not checkpointing, logging, workers)."""
@@ -209,6 +219,8 @@ class TrainerConfig:
             "enable_progress_bar",
             "log_every_n_steps",
             "num_workers",
+            "progress_every_percent",
+            "progress_every_seconds",
             "threads",
         ):
             out.pop(key)
@@ -227,17 +239,48 @@ class MixtureConfig:
 
 @dataclass
 class EvaluationConfig:
-    """The `evaluation:` section: settings of the word-vector protocol (docs/design.md §4)."""
+    """The `evaluation:` section: settings of the word-vector protocol (docs/design.md §4), and
+    what the report shows of each run: the language models' samples (eval/RUN/samples.json,
+    the same prompt, length and seed for every run) and the answers of every run with vectors
+    to a few analogy questions (eval/RUN/analogies.json)."""
 
     restrict_vocab: int = 30000  # analogy answers searched among the most frequent words
     neighbours: int = 10  # nearest neighbours listed per probe word
     probes: list[str] = field(
         default_factory=lambda: ["king", "money", "city", "war", "good", "said", "three", "water"]
     )
+    sample_prompt: str = "the president said that"  # read as the run's corpus was (lowercased)
+    sample_tokens: int = 30  # new tokens per sample, sentence ends `</s>` included
+    sample_count: int = 2  # samples per run
+    sample_seed: int = 0
+    sample_temperature: float = 1.0  # 0: always the most probable word
+    sample_top_k: int = 0  # sample among the k most probable words; 0: all of them
+    # "a b c d": a is to b as c is to d, d the expected answer (all in Brown's vocabulary)
+    analogies: list[str] = field(
+        default_factory=lambda: [
+            "man woman king queen",
+            "he she his her",
+            "father mother son daughter",
+            "man men woman women",
+            "france paris england london",
+            "good better bad worse",
+            "go went come came",
+        ]
+    )
 
     def __post_init__(self) -> None:
         require(self.restrict_vocab >= 1, "restrict_vocab", "must be >= 1")
         require(self.neighbours >= 1, "neighbours", "must be >= 1")
+        require(self.sample_tokens >= 1, "sample_tokens", "must be >= 1")
+        require(self.sample_count >= 0, "sample_count", "must be >= 0")
+        require(self.sample_temperature >= 0, "sample_temperature", "must be >= 0")
+        require(self.sample_top_k >= 0, "sample_top_k", "must be >= 0")
+        for q in self.analogies:
+            require(
+                isinstance(q, str) and len(q.split()) == 4,
+                "analogies",
+                f"entries must be four words 'a b c d' (a is to b as c is to d), got {q!r}",
+            )
 
 
 @dataclass

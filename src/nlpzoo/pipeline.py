@@ -75,7 +75,7 @@ def _imported_modules(path: Path, pkg: Path, mtime_ns: int, size: int) -> frozen
     here = _module_of(path, pkg) if path.is_relative_to(pkg) else ""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "nlpzoo")
         elif isinstance(node, ast.ImportFrom):
@@ -92,6 +92,17 @@ def _imported_modules(path: Path, pkg: Path, mtime_ns: int, size: int) -> frozen
                 if module_path(f"{module}.{alias.name}", pkg) is not None:
                     found.add(f"{module}.{alias.name}")
     return frozenset(found)
+
+
+def _statements(body: list[ast.stmt]):
+    """Every statement, nested ones included (imports are statements: expressions need no
+    visit, which keeps reading the whole package well under a second)."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, field, None)
+            if inner:
+                yield from _statements(inner)
 
 
 def _with_parents(module: str) -> list[str]:
@@ -169,7 +180,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         "do": {
             "cmd": "python stages/corpus.py ${item}",
             "deps": script_code(root, "corpus"),
-            "params": ["lm", "mt"],
+            "params": _present(params, "lm", "mt"),
             "outs": ["data/raw/${item}"],
         },
     }
@@ -187,14 +198,14 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         "do": {
             "cmd": "python stages/vocab.py ${item}",
             "deps": [*script_code(root, "vocab"), "data/prepared/${item}"],
-            "params": ["vocab.${item}", "seed"],
+            "params": ["vocab.${item}", *_present(params, "seed")],
             "outs": ["data/vocab/${item}"],
         },
     }
     out["cooccur"] = {
         "cmd": "python stages/cooccur.py",
         "deps": [*script_code(root, "cooccur"), "data/prepared/lm", "data/vocab/lm"],
-        "params": ["cooccur"],
+        "params": _present(params, "cooccur"),
         "outs": ["data/cooccur"],
     }
     run_params = {}
@@ -205,7 +216,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         out[f"train-{name}"] = {
             "cmd": f"python stages/train.py {name}",
             "deps": [*run_code(root, "train", spec.family), f"data/{spec.data}"],
-            "params": [*run_params[name], "trainer", "seed"],
+            "params": [*run_params[name], *_present(params, "trainer", "seed")],
             "outs": [f"models/{name}"],
             "plots": [{f"plots/{name}.csv": {"cache": False, "x": "epoch", "y": _curve_y(spec)}}],
         }
@@ -219,7 +230,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
                 f"data/{spec.data}",
                 *extra,
             ],
-            "params": [*run_params[name], *(["evaluation"] if extra else [])],
+            "params": [*run_params[name], *_present(params, *(["evaluation"] if extra else []))],
             "outs": [f"eval/{name}"],
             "metrics": [{f"metrics/{name}.json": {"cache": False}}],
         }
@@ -227,7 +238,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
     out["mixture"] = {
         "cmd": "python stages/mixture.py",
         "deps": [*script_code(root, "mixture"), *(f"eval/{name}" for name in lms)],
-        "params": ["mixture", *(f"models.{name}" for name in lms)],
+        "params": [*_present(params, "mixture"), *(f"models.{name}" for name in lms)],
         "metrics": [{"metrics/mixtures.json": {"cache": False}}],
     }
     out["report"] = {
@@ -246,6 +257,12 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         "outs": [{"reports": {"cache": False}}],
     }
     return out
+
+
+def _present(params: dict, *sections: str) -> list[str]:
+    """The sections params.yaml has (DVC refuses a params dependency on a missing key; an
+    absent section means its defaults, which live in the code the stage depends on)."""
+    return [s for s in sections if s in params]
 
 
 def _curve_y(spec) -> str:
@@ -278,7 +295,8 @@ def plots(params: dict) -> list[dict]:
 
 def render(params: dict, root: Path) -> str:
     doc = {"stages": stages(params, root), "plots": plots(params)}
-    body = yaml.safe_dump(doc, sort_keys=False, width=100, default_flow_style=False)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    body = yaml.dump(doc, Dumper=dumper, sort_keys=False, width=100, default_flow_style=False)
     return HEADER + body.replace("- params.yaml: null", "- params.yaml:")
 
 
@@ -295,10 +313,15 @@ def check(params: dict, root: Path) -> None:
     path = root / "dvc.yaml"
     if not path.is_file() or not package_dir(root).is_dir():
         return  # not a project checkout (e.g. a stage run by hand elsewhere)
-    current = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    wanted = yaml.safe_load(render(params, root))
-    if current.get("stages") == wanted["stages"]:
+    text = path.read_text(encoding="utf-8")
+    wanted_text = render(params, root)
+    if text == wanted_text:
         return
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    current = yaml.load(text, Loader=loader) or {}
+    wanted = yaml.load(wanted_text, Loader=loader)
+    if current.get("stages") == wanted["stages"]:
+        return  # the same stages, written differently
     have, want = set(current.get("stages") or {}), set(wanted["stages"])
     details = []
     if want - have:

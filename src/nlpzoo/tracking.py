@@ -10,28 +10,43 @@
   nothing.
 * MLflow is the dashboard, DVC metrics files are the record: if the tracking store cannot be
   reached, the run goes on, one warning says so, and every later call is a no-op.
+* A trained run logs its files (`models/RUN/`: the model, config.json, train_stats.json, the
+  vocabulary) under artifact path `run_dir/`, and a neural run also its model as an MLflow
+  PyTorch model at `model`: `mlflow.pytorch.load_model("runs:/<id>/model")` gives the
+  `nn.Module` (nlpzoo must be importable), and `fetch_run_dir(<id>)` downloads `run_dir/` into a
+  local folder that `nlpzoo.lifecycle.load_model` and the commands read as they read
+  `models/RUN/`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import re
 import subprocess
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from nlpzoo.errors import DataError
 
 log = logging.getLogger(__name__)
 
 RUN_FILE = "mlflow_run.json"
+RUN_DIR = "run_dir"  # artifact path of a run's files (those of models/RUN/ it is loaded from)
+MODEL = "model"  # artifact path of a neural run's MLflow PyTorch model
+CACHE_ENV = "NLPZOO_MLFLOW_CACHE"  # where fetch_run_dir keeps downloaded runs
 
 # Bounded network behaviour for a remote server that is down (MLflow retries for minutes otherwise).
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+# downloads (fetch_run_dir) print no carriage-return progress bar into logs and pipes
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def project_root() -> Path:
@@ -215,5 +230,127 @@ class Tracker:
         if Path(path).exists():
             self._call("log_artifact", str(path), artifact_path)
 
+    def log_run_dir(self, files: Iterable[Path]) -> None:
+        """`files` under artifact path `run_dir/` (what `fetch_run_dir` downloads)."""
+        for path in files:
+            self.log_artifact(path, RUN_DIR)
+
+    def log_pytorch_model(self, model: Any) -> None:
+        """`model` (an `nn.Module`, on the CPU) as an MLflow PyTorch model at artifact path
+        `model`, pickled whole so that `mlflow.pytorch.load_model("runs:/<id>/model")` returns
+        it. Nothing is inferred (no environment probing, no network): the requirements are the
+        installed torch and cloudpickle."""
+        if not self.active:
+            return
+        try:
+            _log_pytorch_model(self.client, self.run_id, self.uri, model)
+        except Exception as err:  # as any tracking failure: one warning, the run goes on
+            self._disable(err)
+
     def finish(self, status: str = "FINISHED") -> None:
         self._call("set_terminated", status=status)
+
+
+def _log_pytorch_model(client: Any, run_id: str, uri: str, model: Any) -> None:
+    import cloudpickle
+    import mlflow
+    import mlflow.pytorch
+    import torch
+
+    requirements = [  # without a local label (+cpu, +cu121): installable from PyPI
+        f"torch=={torch.__version__.split('+')[0]}",
+        f"cloudpickle=={cloudpickle.__version__}",
+    ]
+    kwargs: dict[str, Any] = {"pip_requirements": requirements, "run_id": run_id}
+    if int(mlflow.__version__.split(".")[0]) >= 3:
+        # a logged model of the run's own experiment (`runs:/<id>/model` is looked up there),
+        # pickled (MLflow 3's default, torch.export, needs an input example)
+        experiment = client.get_run(run_id).info.experiment_id
+        logged = client.create_logged_model(experiment, name=MODEL, source_run_id=run_id)
+        kwargs.update(name=MODEL, model_id=logged.model_id, serialization_format="pickle")
+    else:
+        kwargs["artifact_path"] = MODEL
+    # mlflow.pytorch warns on every pickled model that unpickling runs code: load models from
+    # stores you trust (the pickle holds nlpzoo's classes by name, and the weights)
+    quiet = logging.getLogger("mlflow.pytorch")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with _process_tracking_uri(uri):
+            mlflow.pytorch.log_model(model, **kwargs)
+    finally:
+        quiet.setLevel(level)
+
+
+@contextlib.contextmanager
+def _process_tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's module-level functions (`mlflow.pytorch.log_model`) use the process's tracking
+    URI: `uri` while they run; afterwards the URI and `MLFLOW_TRACKING_URI` are as they were."""
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        with _use_tracking_uri(uri):
+            yield
+    finally:
+        if env is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = env
+
+
+# ---------------------------------------------------------------------- a logged run, locally
+
+
+def cache_root() -> Path:
+    """Where downloaded runs are kept: `NLPZOO_MLFLOW_CACHE`, else nlpzoo/mlflow/ in the user's
+    cache folder (`XDG_CACHE_HOME`, else ~/.cache)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "nlpzoo" / "mlflow"
+
+
+def fetch_run_dir(run_id: str) -> Path:
+    """The files MLflow run `run_id` logged under `run_dir/` (the model, config.json,
+    train_stats.json, the vocabulary), downloaded from the tracking store (`tracking_uri()`)
+    into `cache_root()/<run_id>/` the first time; a folder `lifecycle.load_model` reads as it
+    reads models/RUN/. A logged run's files never change, so a complete download is reused."""
+    from nlpzoo.io import atomic_dir
+
+    if not re.fullmatch(r"[0-9A-Za-z_-]+", run_id or ""):
+        raise DataError(f"'{run_id}' is not an MLflow run id")
+    folder = cache_root() / run_id
+    if (folder / "config.json").is_file():
+        return folder
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        # MLflow would create an empty database there
+        raise DataError(
+            f"no MLflow store at {uri} (MLflow run {run_id}); set MLFLOW_TRACKING_URI to the "
+            "store that holds it, or run from the project that trained it"
+        )
+    try:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        client.get_run(run_id)
+        logged = client.list_artifacts(run_id, RUN_DIR)
+    except Exception as err:
+        raise DataError(
+            f"MLflow run {run_id} not found at {uri} ({type(err).__name__}: {str(err)[:200]}); "
+            "set MLFLOW_TRACKING_URI to the store that holds it"
+        ) from err
+    if not logged:
+        raise DataError(
+            f"MLflow run {run_id} at {uri} has no {RUN_DIR}/ artifacts (a run's `train` stage "
+            "logs them when it completes)"
+        )
+    with atomic_dir(folder) as tmp:
+        client.download_artifacts(run_id, RUN_DIR, dst_path=str(tmp))
+        for path in (tmp / RUN_DIR).iterdir():
+            os.replace(path, tmp / path.name)
+        (tmp / RUN_DIR).rmdir()
+        if not (tmp / "config.json").is_file():
+            raise DataError(f"MLflow run {run_id}: {RUN_DIR}/ holds no config.json")
+    return folder

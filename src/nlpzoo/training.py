@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Checkpoint
+from pytorch_lightning.callbacks import Checkpoint, Timer
 
 from nlpzoo.errors import TrainingError
 from nlpzoo.families import FAMILIES
@@ -335,6 +335,164 @@ class CurveWriter(pl.Callback):
             w.writerows(self.rows)
 
 
+# what one prediction of a task is, for the throughput in the progress lines
+UNITS = {"lm": "tok", "mt": "tok"}
+
+
+def hms(seconds: float) -> str:
+    """A duration as H:MM:SS (hours unbounded): the one format of every ETA."""
+    s = max(round(seconds), 0)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+class Progress(pl.Callback):
+    """Plain log lines while training, on rank 0, readable in a `dvc repro` log (no carriage
+    returns; Lightning's bar is `trainer.enable_progress_bar`).
+
+    One line when training starts; one every `every_percent` % of an epoch and/or every
+    `every_seconds` seconds (0 turns either off): epoch, position in the epoch, optimizer step,
+    the epoch's running mean training loss (weighted by predictions, as `train/loss_epoch`),
+    throughput in predictions per second over all ranks (tokens for language models and
+    translation) since the previous line, and the ETAs of the epoch and of the run (the remaining
+    batches at this epoch's pace, plus the remaining validations at the last one's duration;
+    at most what `trainer.max_time` leaves); and one line per validation (val loss, val ppl,
+    its duration). `clock` is a monotonic clock in seconds (a test passes a fake one).
+    """
+
+    def __init__(
+        self,
+        run: str,
+        every_percent: float = 10.0,
+        every_seconds: float = 60.0,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.run = run
+        self.every_percent, self.every_seconds = every_percent, every_seconds
+        self.clock = clock
+        self._val_seconds = 0.0  # the last validation's duration
+        self._val_t0 = 0.0
+        self._reset(None)
+
+    def _reset(self, pl_module: Any) -> None:
+        """A new epoch (or a run resumed inside one) starts now."""
+        self._epoch_t0 = self._last_t = self.clock()
+        self._batches = self._last_batches = 0  # batches of the epoch run by this process
+        self._count = self._last_count = getattr(pl_module, "predictions", 0)
+        self._loss_sum: Any = 0.0  # Σ loss x predictions over the epoch (a tensor: no sync)
+        self._loss_n = 0
+        self._mark = 1  # the next percent mark of the epoch
+
+    @staticmethod
+    def _unit(pl_module: Any) -> str:
+        if not hasattr(pl_module, "predictions"):
+            return "batch"
+        return UNITS.get(getattr(getattr(pl_module, "family", None), "task", None), "pred")
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._reset(pl_module)  # after a resume, `predictions` holds the earlier ones
+        if not trainer.is_global_zero:
+            return
+        batches, steps = trainer.num_training_batches, trainer.estimated_stepping_batches
+        log.info(
+            "%s: training %d epoch(s) of %s batches%s on %d process(es)%s",
+            self.run,
+            trainer.max_epochs,
+            int(batches) if math.isfinite(batches) else "?",
+            f", {int(steps)} optimizer steps" if math.isfinite(steps) else "",
+            trainer.world_size,
+            f", resumed at step {trainer.global_step}" if trainer.global_step else "",
+        )
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self._reset(pl_module)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not trainer.is_global_zero:
+            return
+        self._batches += 1
+        count = getattr(pl_module, "predictions", 0)
+        n, self._count = count - self._count, count
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is not None and n > 0:
+            self._loss_sum = self._loss_sum + loss.detach().double() * n
+            self._loss_n += n
+        now = self.clock()
+        done, total = batch_idx + 1, trainer.num_training_batches
+        due = bool(self.every_seconds) and now - self._last_t >= self.every_seconds
+        if self.every_percent and math.isfinite(total) and total > 0:
+            # every mark passed since the last line (a resumed epoch starts past some)
+            while done >= math.ceil(self._mark * self.every_percent / 100 * total - 1e-9):
+                self._mark += 1
+                due = True
+        if due:
+            self._line(trainer, pl_module, done, total, now)
+
+    def _line(self, trainer, pl_module, done: int, total: float, now: float) -> None:
+        where = f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}"
+        if math.isfinite(total):
+            where += f" {100 * done / max(total, 1):.0f}% (batch {done}/{int(total)})"
+        steps = trainer.estimated_stepping_batches
+        step = f"step {trainer.global_step}" + (f"/{int(steps)}" if math.isfinite(steps) else "")
+        loss = float(self._loss_sum) / self._loss_n if self._loss_n else math.nan
+        seconds = max(now - self._last_t, 1e-9)
+        unit = self._unit(pl_module)
+        if unit == "batch":
+            rate = (self._batches - self._last_batches) / seconds
+        else:
+            rate = (self._count - self._last_count) * max(trainer.world_size, 1) / seconds
+        self._last_t, self._last_count, self._last_batches = now, self._count, self._batches
+        eta_epoch, eta_run = self._eta(trainer, done, total, now)
+        log.info(
+            "%s: %s, %s, train loss %.4f, %s %s/s, ETA epoch %s, run %s",
+            self.run,
+            where,
+            step,
+            loss,
+            f"{rate:,.0f}",
+            unit,
+            eta_epoch,
+            eta_run,
+        )
+
+    def _eta(self, trainer, done: int, total: float, now: float) -> tuple[str, str]:
+        if not math.isfinite(total):
+            return "?", "?"
+        per_batch = (now - self._epoch_t0) / max(self._batches, 1)
+        left = max(int(total) - done, 0)  # in this epoch
+        later = max(trainer.max_epochs - trainer.current_epoch - 1, 0) * int(total)
+        if trainer.max_steps is not None and trainer.max_steps > 0:
+            steps_left = max(trainer.max_steps - trainer.global_step, 0)
+            later = min(later, max(steps_left * trainer.accumulate_grad_batches - left, 0))
+        validations = 1 + math.ceil(later / max(total, 1))  # this epoch's and the later ones
+        run_eta = (left + later) * per_batch + validations * self._val_seconds
+        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+        remaining = timer.time_remaining() if timer is not None else None
+        if remaining is not None:
+            run_eta = min(run_eta, max(remaining, 0.0))
+        return hms(left * per_batch), hms(run_eta)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._val_t0 = self.clock()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        self._val_seconds = self.clock() - self._val_t0
+        m = trainer.callback_metrics
+        if "val/loss" not in m:
+            return
+        log.info(
+            "%s: validation after epoch %d/%d, step %d: val loss %.4f, val ppl %.3f (%s)",
+            self.run,
+            trainer.current_epoch + 1,
+            trainer.max_epochs,
+            trainer.global_step,
+            float(m["val/loss"]),
+            float(m["val/ppl"]),
+            hms(self._val_seconds),
+        )
+
+
 def make_trainer(
     cfg: TrainerConfig,
     run: str,
@@ -368,6 +526,7 @@ def make_trainer(
             save_last=True,
         ),
         ResumeCheckpoint(ckpt_dir, cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes),
+        Progress(run, cfg.progress_every_percent, cfg.progress_every_seconds),
     ]
     if validate and cfg.early_stopping_patience:
         callbacks.append(
@@ -380,6 +539,8 @@ def make_trainer(
         "threads",
         "checkpoint_every_steps",
         "checkpoint_every_minutes",
+        "progress_every_percent",
+        "progress_every_seconds",
     ):
         kwargs.pop(key)
     return pl.Trainer(

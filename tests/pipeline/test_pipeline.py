@@ -133,6 +133,21 @@ def test_repro_end_to_end_then_noop(project):
 
     again = _run(["dvc", "repro"], repo, env)
     assert _ran(again) == set(), again
+    # an edit flags exactly the stages that run the edited code (`dvc status`)
+    expected = {
+        "src/nlpzoo/models/outputs.py": {"train-nnlm", "evaluate-nnlm"},  # nnlm's output layer
+        "src/nlpzoo/tasks/mt.py": set(),  # no translation run in this project
+        "src/nlpzoo/models/svd.py": {"train-svd", "evaluate-svd"},
+    }
+    for path, stages in expected.items():
+        source = repo / path
+        text = source.read_text()
+        try:
+            source.write_text(text + "# an edit\n")
+            status = json.loads(_run(["dvc", "status", "--json"], repo, env))
+        finally:
+            source.write_text(text)
+        assert set(status) == stages, (path, status)
     _run(["git", "add", "-A"], repo, env)
     _run(["git", "commit", "-qm", "first repro"], repo, env)
 

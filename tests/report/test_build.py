@@ -222,7 +222,7 @@ def test_only_mt_runs(tmp_path):
     _write(
         dirs["eval"] / "attention" / "attention.json",
         [
-            {  # as mt_runner writes it: pieces on the axes, the text beside them
+            {  # as tasks/mt.py writes it: pieces on the axes, the text beside them
                 "index": i,
                 "source_text": "ein hund",
                 "translation": "a dog",
@@ -445,10 +445,72 @@ def test_a_family_added_to_the_registry_is_reported(tmp_path, monkeypatch):
     assert "`toy`: no learning curve plots/toy.csv" in text
 
 
+def _samples(text: str, n: int = 1) -> dict:
+    """eval/RUN/samples.json as nlpzoo.generation.samples_record writes it."""
+    return {
+        "prompt": "The city",
+        "prompt_tokens": ["the", "city"],
+        "unknown": [],
+        "tokens": 5,
+        "temperature": 1.0,
+        "top_k": 0,
+        "seed": 0,
+        "samples": [{"text": f"{text} {i}", "log_prob": -10.0 - i} for i in range(n)],
+    }
+
+
+def _analogies(answers: dict[str, str]) -> list[dict]:
+    """eval/RUN/analogies.json: question "a b c" -> the best 3CosAdd answer (3CosMul: "x")."""
+    out = []
+    for question, best in answers.items():
+        a, b, c, expected = question.split()
+        found = None if best is None else [[best, 0.5], ["other", 0.4]]
+        mul = None if best is None else [[expected if best == expected else "x", 1.1]]
+        out.append({"question": [a, b, c], "expected": expected, "3cosadd": found, "3cosmul": mul})
+    return out
+
+
+def test_lm_samples_side_by_side_and_the_analogy_table(tmp_path):
+    dirs = _project(tmp_path)
+    for name, family, ppl in (("ngram", "ngram", 150.0), ("lstm", "rnn_lm", 110.0)):
+        _write(dirs["metrics"] / f"{name}.json", _lm_metrics(family, ppl))
+    _write(dirs["eval"] / "ngram" / "samples.json", _samples("of the county", 2))
+    _write(dirs["eval"] / "lstm" / "samples.json", _samples("was | built"))
+    _write(dirs["metrics"] / "svd.json", {"family": "svd", "task": "vectors", **VECTORS})
+    _write(dirs["metrics"] / "glove.json", {"family": "glove", "task": "vectors", **VECTORS})
+    questions = {"man woman king queen": "queen", "go went come came": "went"}
+    _write(dirs["eval"] / "svd" / "analogies.json", _analogies(questions))
+    questions = {"man woman king queen": "prince", "go went come came": None}
+    _write(dirs["eval"] / "glove" / "analogies.json", _analogies(questions))
+    runs = {"ngram": "ngram", "lstm": "rnn_lm", "svd": "svd", "glove": "glove"}
+    text = _render(dirs, runs)
+    lm = text.split("## 1. Language modelling", 1)[1].split("\n## ", 1)[0]
+    assert "after the prompt **the city**: 5 tokens sampled at temperature 1.0, seed 0" in lm
+    assert "| ngram #1 | of the county 0 | -10.0 |" in lm
+    assert "| ngram #2 | of the county 1 | -11.0 |" in lm
+    assert "| lstm | was \\| built 0 | -10.0 |" in lm  # a | in the text is escaped
+    vec = _rows(text, "## 2. Word vectors")
+    assert vec["man : woman :: king : ?"].split("|")[2:5] == [" queen ", " queen ✓ ", " prince "]
+    assert vec["go : went :: come : ?"].split("|")[2:5] == [" came ", " went ", " – "]
+    # 3CosAdd right once for svd; 3CosMul (here "x" unless 3CosAdd is right) as often
+    assert vec["**correct** (3CosAdd / 3CosMul)"].split("|")[3:5] == [" 1 / 1 ", " 0 / 0 "]
+    html = (dirs["reports"] / "index.html").read_text()
+    assert "of the county 1" in html and "queen ✓" in html
+    # runs evaluated before samples and analogies existed: no table, and nothing to fix
+    for name in ("ngram", "lstm", "svd", "glove"):
+        for f in (dirs["eval"] / name).iterdir():
+            f.unlink()
+    text = _render(dirs, runs)
+    assert "after the prompt" not in text and "king : ?" not in text
+    assert "samples.json" not in text and "analogies.json" not in text
+
+
 def test_rendering_imports_no_torch(tmp_path):
     dirs = _project(tmp_path)
     _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **VECTORS))
     _vector_run(dirs, "nnlm", 0)
+    _write(dirs["eval"] / "nnlm" / "samples.json", _samples("the jury"))
+    _write(dirs["eval"] / "nnlm" / "analogies.json", _analogies({"a b c d": "d"}))
     (dirs["plots"] / "nnlm.csv").write_text(CURVE)
     script = (
         "import sys\n"

@@ -1,0 +1,1 @@
+"""Data: sources, preparation, vocabularies, co-occurrence counts, and the loaders of each input."""

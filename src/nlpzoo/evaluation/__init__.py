@@ -1,0 +1,1 @@
+"""The shared evaluation protocol: perplexity, mixture, analogies, similarity, BLEU, decoding."""

@@ -150,3 +150,102 @@ def evaluate_analogies(
         q.total,
     )
     return result
+
+
+# --------------------------------------------------------------------------- single questions
+
+METHODS = ("3cosadd", "3cosmul")
+MUL_EPSILON = 1e-3  # Levy & Goldberg (2014)'s ε: keeps the 3CosMul quotient finite
+
+
+class Analogies:
+    """Answers to single questions "a is to b as c is to ?" (`python -m nlpzoo analogy`, and
+    eval/RUN/analogies.json), over the same searched words and with the same case rule as
+    `evaluate_analogies`.
+
+    3cosadd   the evaluation's rule: candidates ranked by cos(x, b̂ − â + ĉ), the three question
+              words' rows never candidates, another spelling of one of them never an answer, a
+              word named by its most frequent spelling; the first answer is the one `_answers`
+              gives (when one of its `TOPN` best is allowed, which is always the case without
+              case folding).
+    3cosmul   Levy & Goldberg (2014), "Linguistic regularities in sparse and explicit word
+              representations": argmax_x cos'(x, b) · cos'(x, c) / (cos'(x, a) + ε), with the
+              cosines shifted to [0, 1] as cos' = (cos + 1) / 2 and ε = 0.001; same candidates.
+    """
+
+    def __init__(
+        self,
+        words: Sequence[str],
+        vectors: np.ndarray,
+        restrict_vocab: int | None = 30000,
+        lowercase: bool = True,
+    ) -> None:
+        vectors = check_vectors(words, vectors)
+        self.words = list(words)
+        self.key = case_key(lowercase)
+        self.rows, self.index, self.first = restricted_vocab(words, restrict_vocab, self.key)
+        self.unit = unit_rows(vectors[self.rows])  # (R, d)
+
+    def position(self, word: str) -> int | None:
+        """The word's position among the searched words (its most frequent spelling), or None."""
+        return self.index.get(self.key(word))
+
+    def answers(
+        self, a: str, b: str, c: str, k: int = 1, method: str = "3cosadd"
+    ) -> list[tuple[str, float]]:
+        """The `k` best answers, best first, each with its score (3cosadd: the cosine to
+        b̂ − â + ĉ; 3cosmul: the quotient). A word not searched raises KeyError (the word)."""
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        at = []
+        for w in (a, b, c):
+            p = self.position(w)
+            if p is None:
+                raise KeyError(w)
+            at.append(p)
+        ua, ub, uc = self.unit[at]  # (d,) each
+        if method == "3cosadd":
+            query = ub + uc - ua  # (d,), ranked as `_answers` ranks
+            scores = self.unit @ query  # (R,)
+            norm = float(np.linalg.norm(query))
+            scale = 1.0 / norm if norm > 0 else 1.0  # shown as a cosine; the order is the same
+        else:
+            shifted = (self.unit @ np.stack([ua, ub, uc]).T + 1.0) / 2.0  # (R, 3) in [0, 1]
+            scores = shifted[:, 1] * shifted[:, 2] / (shifted[:, 0] + MUL_EPSILON)  # (R,)
+            scale = 1.0
+        scores[at] = -np.inf  # the question's own rows are never candidates
+        order = np.lexsort((np.arange(len(scores)), -scores))  # best first; ties: more frequent
+        banned, out = set(at), []
+        for p in order:
+            if len(out) == k or not np.isfinite(scores[p]):
+                break
+            spelling = int(self.first[p])
+            if spelling in banned:
+                continue
+            banned.add(spelling)  # each word once, under its most frequent spelling
+            out.append((self.words[self.rows[spelling]], float(scores[p] * scale)))
+        return out
+
+
+def answer_questions(
+    words: Sequence[str],
+    vectors: np.ndarray,
+    questions: Sequence[str],
+    restrict_vocab: int | None = 30000,
+    k: int = 3,
+) -> list[dict]:
+    """Each question "a b c d" (d the expected answer) answered by both methods: a list of
+    {question: [a, b, c], expected: d, 3cosadd: [[word, score], ...], 3cosmul: [...]}, the
+    answers None when a question word is not searched (eval/RUN/analogies.json)."""
+    solver = Analogies(words, vectors, restrict_vocab)
+    out = []
+    for q in questions:
+        a, b, c, expected = q.split()
+        row: dict = {"question": [a, b, c], "expected": expected}
+        for method in METHODS:
+            try:
+                row[method] = [list(x) for x in solver.answers(a, b, c, k, method)]
+            except KeyError:
+                row[method] = None
+        out.append(row)
+    return out

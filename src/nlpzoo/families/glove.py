@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from nlpzoo.config import require
 from nlpzoo.families import Family
 
-# vectors written out, AdaGrad accumulator convention
+# vectors written out, AdaGrad accumulator convention, training path
 OUTPUTS = ("W", "W+W~")
 ADAGRAD = ("standard", "tool")
+BACKENDS = ("numba", "torch")
 
 
 @dataclass
@@ -24,7 +25,7 @@ class GloveConfig:
     # G stays ≈ 1 on Brown, so a step is ≈ η f(X_ij) e w̃_j, and at 0.05 the vectors are still
     # far from fitted after 15 epochs (WS-353 ρ 0.097); 0.2 reaches ρ 0.17 (docs/glove.md)
     lr: float = 0.2
-    batch_size: int = 16384  # non-zero entries per step
+    batch_size: int = 16384  # non-zero entries per step of the torch path (numba: one by one)
     output: str = "W+W~"  # W | W+W~ (the paper's choice: the sum of word and context vectors)
     # AdaGrad's accumulator G (starts at 1) adds (η g)² (tool: glove.c's scaling, so η = 0.05
     # means what the tool's -eta means) or g² (standard: torch.optim.Adagrad's). Brown, d = 100,
@@ -34,6 +35,12 @@ class GloveConfig:
     # sparse gradients (only the batch's rows); false gives dense V×(d+1) gradients, for DDP over
     # NCCL (GPUs), which all-reduces dense gradients only. The updates are the same either way
     sparse_grad: bool = True
+    # numba: the compiled per-entry kernel (nlpzoo.models.glove_kernel: the tool's AdaGrad one
+    # non-zero at a time, on the CPU; batch_size unused); a run of several processes (DDP) takes
+    # the torch path whatever this says
+    # torch: mini-batches of batch_size entries and SparseAdagrad (the path for DDP and GPUs)
+    backend: str = "numba"
+    threads: int = 2  # Hogwild threads of the numba kernel (lock-free, as the tool's threads)
 
     def __post_init__(self) -> None:
         require(self.dim >= 1, "dim", f"must be >= 1, got {self.dim}")
@@ -45,6 +52,12 @@ class GloveConfig:
         require(
             self.adagrad in ADAGRAD, "adagrad", f"must be one of {ADAGRAD}, got {self.adagrad!r}"
         )
+        require(
+            self.backend in BACKENDS,
+            "backend",
+            f"must be one of {BACKENDS}, got {self.backend!r}",
+        )
+        require(self.threads >= 1, "threads", f"must be >= 1, got {self.threads}")
 
 
 FAMILY = Family(
@@ -55,5 +68,6 @@ FAMILY = Family(
     input="cooccur",
     fit="lightning",
     vectors=True,
+    manual_step=True,
     own_optimizer=True,
 )

@@ -12,10 +12,20 @@ vectors (§4.2; `output: "W+W~"`); `output: "W"` keeps W alone.
 
 Training follows the reference tool (glove.c): vectors and biases start at (rand − 0.5) / d,
 every parameter has its own AdaGrad accumulator G starting at 1.0, and only the non-zero
-entries are visited, in a random order, each epoch. The tool updates after every entry; here a
-step takes a mini-batch of `batch_size` entries and touches only their rows (sparse gradients,
-`SparseAdagrad` below), so an epoch is a few hundred vectorised steps instead of ~3 M scalar ones.
-The gradient of one entry is the tool's:
+entries are visited, in a random order, each epoch. Two ways to train, chosen by `backend`:
+
+    numba   (default; CPU, one process) `manual_step` on a chunk of the epoch's order
+            (nlpzoo.data.glove.CooccurChunks): the compiled kernel of nlpzoo.models.glove_kernel
+            updates after every entry, as the tool does, with `threads` lock-free threads. The
+            accumulators G are the optimizer's state (SparseAdagrad's "sum"), so checkpoints
+            keep them and the torch path could continue from them.
+    torch   a step takes a mini-batch of `batch_size` entries and touches only their rows
+            (sparse gradients, `SparseAdagrad` below): an epoch is a few hundred vectorised
+            steps. Under DDP (several processes) and on GPUs this is the path taken, whatever
+            `backend` says; in one process it runs inside `manual_step` too.
+
+Both follow the same rule (SparseAdagrad's, below); with one entry per mini-batch and one kernel
+thread they compute the same updates. The gradient of one entry is the tool's:
 
     e   = w_iᵀ w̃_j + b_i + b̃_j − log X_ij                the residual
     ∂/∂w_i = f(X_ij) e w̃_j,   ∂/∂w̃_j = f(X_ij) e w_i,   ∂/∂b_i = ∂/∂b̃_j = f(X_ij) e
@@ -39,6 +49,7 @@ import torch
 from torch import nn
 
 from nlpzoo.cost import Cost
+from nlpzoo.errors import ConfigError
 from nlpzoo.families.glove import ADAGRAD, GloveConfig
 
 Config = GloveConfig  # the `glove` params section (nlpzoo.families)
@@ -165,8 +176,95 @@ class Glove(nn.Module):
         return self.W.detach().clone()
 
     def configure_optimizers(self, total_steps: int = 0) -> torch.optim.Optimizer:
-        """AdaGrad with a constant η, as in the tool (`total_steps` is not needed)."""
-        return SparseAdagrad(self.parameters(), lr=self.config.lr, rule=self.config.adagrad)
+        """AdaGrad with a constant η, as in the tool (`total_steps` is not needed). The model
+        keeps it: `manual_step` updates with it, or with its accumulators (the kernel)."""
+        opt = SparseAdagrad(self.parameters(), lr=self.config.lr, rule=self.config.adagrad)
+        self._optimizer = opt
+        return opt
+
+    def __getstate__(self) -> dict:
+        # a pickled model (MLflow's) holds the weights, not the optimizer kept above
+        return {k: v for k, v in self.__dict__.items() if k != "_optimizer"}
+
+    # ------------------------------------------------------------------------------ manual
+
+    def optimizer(self) -> SparseAdagrad:
+        """The optimizer of `configure_optimizers` (made now if it was not called)."""
+        opt = self.__dict__.get("_optimizer")
+        return opt if opt is not None else self.configure_optimizers()
+
+    def accumulators(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """AdaGrad's G of [W | b] and [W̃ | b̃], (V, d+1) each: the optimizer's state, started at
+        1 as SparseAdagrad starts it."""
+        opt = self.optimizer()
+        out = []
+        for p in (self.word.weight, self.context.weight):
+            state = opt.state[p]
+            if "sum" not in state:
+                state["sum"] = torch.ones_like(p, memory_format=torch.preserve_format)
+            elif not state["sum"].is_contiguous():  # e.g. as loaded from a checkpoint
+                state["sum"] = state["sum"].contiguous()
+            out.append(state["sum"])
+        return out[0], out[1]
+
+    @torch.no_grad()
+    def train_chunk(self, batch: dict) -> tuple[float, int]:
+        """The numba path's step: the tool's per-entry AdaGrad over the entries batch["order"]
+        names, in that order, with `config.threads` Hogwild threads, in place (weights and the
+        optimizer's accumulators). Returns (Σ ½ f e², entries)."""
+        from nlpzoo.models.glove_kernel import check_ids, train_order
+
+        if self.word.weight.device.type != "cpu":
+            raise ConfigError(
+                "key 'backend': numba trains on the CPU; set backend: torch to train GloVe on "
+                f"{self.word.weight.device.type}"
+            )
+        rows, cols, vals = batch["rows"].numpy(), batch["cols"].numpy(), batch["vals"].numpy()
+        seen = (rows.ctypes.data, cols.ctypes.data, rows.size)
+        if self.__dict__.get("_ids_checked") != seen:  # once per matrix
+            check_ids(rows, cols, self.vocab_size)
+            self._ids_checked = seen
+        gword, gcontext = self.accumulators()
+        c = self.config
+        cost = train_order(
+            self.word.weight.detach().numpy(),
+            self.context.weight.detach().numpy(),
+            gword.numpy(),
+            gcontext.numpy(),
+            rows,
+            cols,
+            vals,
+            batch["order"].numpy(),
+            c.x_max,
+            c.alpha,
+            c.lr,
+            c.adagrad == "tool",
+            c.threads,
+        )
+        return cost, int(batch["order"].numel())
+
+    def manual_step(
+        self, batch, progress: float = 0.0, progress_end: float | None = None
+    ) -> tuple[float, int]:
+        """The in-place update of one step, whichever loader made the batch; returns (Σ ½ f e²
+        over its entries, entries), so the epoch's training loss Σ / Σ is the mean ½ f e² per
+        entry on both paths. η is constant: `progress` is not used.
+
+        A chunk (dict, numba): `train_chunk`. (inputs, targets) (torch): forward, backward and
+        the optimizer's step on the mini-batch, as an automatic step would; the gradients are
+        dropped afterwards, so the Lightning module's own step after this one changes nothing."""
+        if isinstance(batch, dict):
+            return self.train_chunk(batch)
+        inputs, targets = batch
+        opt = self.optimizer()
+        opt.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            _, loss = self(inputs, targets)
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        n = targets.numel()
+        return float(loss.detach()) * n, n
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -156,6 +156,19 @@ class RNNLM(nn.Module):
         logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V), normalised over all of V
         return logp.gather(-1, targets[..., None]).squeeze(-1), state  # (B, T)
 
+    def log_prob_all(
+        self, inputs: torch.Tensor, state: State | None = None
+    ) -> tuple[torch.Tensor, State]:
+        """The whole next-word distribution after each input, log p(· | history), (B, T, V)
+        float32, continuing `state` (None: zeros), and the state after the last input: what
+        generation feeds one token at a time."""
+        if state is None:
+            state = self.init_state(inputs.shape[0], inputs.device)
+        hs, state = self.rnn(self.drop(self.embed(inputs)), state)  # (B, T, h)
+        h = self.drop(hs).reshape(-1, hs.shape[-1])  # (B·T, h)
+        lp = self.out.log_prob_all(h).float()  # (B·T, V), exact for every output kind
+        return lp.view(*inputs.shape, -1), state
+
     def embeddings(self) -> torch.Tensor:
         """The input word vectors E, (V, d)."""
         return self.embed.weight.detach()

@@ -24,8 +24,9 @@ warm-up). Not reproduced: Adam's β_2 = 0.98 (the shared optimizer keeps 0.999) 
 variant of GPT-2 and Xiong et al. (2020): more stable without warm-up, and not the paper.
 
 Sequences longer than `block_size` must be cut by the caller: the model is not stateful, so each
-(B, T) block starts from an empty context. Attention, positions, the FFN and the block are those of
-`transformer_blocks.py`, shared with the translation Transformers.
+(B, T) block starts from an empty context. `decode` runs the same blocks a few positions at a time
+over a key/value cache (generation: one new position per token). Attention, positions, the FFN and
+the block are those of `transformer_blocks.py`, shared with the translation Transformers.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from torch import nn
 from nlpzoo.cost import Cost
 from nlpzoo.families.transformer_lm import TransformerLMConfig
 from nlpzoo.models.losses import label_smoothed_loss
-from nlpzoo.models.transformer_blocks import Block, sinusoidal_positions
+from nlpzoo.models.transformer_blocks import KV, Block, sinusoidal_positions
 
 Config = TransformerLMConfig  # the `transformer_lm` params section (nlpzoo.families)
 
@@ -97,20 +98,45 @@ class TransformerLM(nn.Module):
                 f"sequence length {inputs.shape[1]} exceeds block_size "
                 f"{self.config.block_size}; cut the input into blocks of at most block_size tokens"
             )
-        T = inputs.shape[1]
-        # embedding weights multiplied by √d_model (§3.4)
-        x = self.tok_emb(inputs) * math.sqrt(self.config.d_model)  # (B, T, C)
-        if self.pos_emb is None:
-            x = x + self.pe[:T]  # (B, T, C), PE broadcast over the batch
-        else:
-            x = x + self.pos_emb(torch.arange(T, device=inputs.device))  # (B, T, C)
-        x = self.drop(x)  # dropout on the sums of embeddings and positions (§5.4)
+        x = self._embed(inputs)  # (B, T, C)
         for block in self.blocks:
             x = block(x)  # (B, T, C)
         logits = self.lm_head(self.norm_f(x))  # (B, T, V)
         if targets is None:
             return logits, None
         return logits, label_smoothed_loss(logits, targets, smoothing=0.0)  # plain cross-entropy
+
+    def _embed(self, inputs: torch.Tensor, past: int = 0) -> torch.Tensor:
+        """√d_model · E[w] + the positions past..past+T-1, with dropout (§3.4, §3.5, §5.4)."""
+        T = inputs.shape[1]
+        x = self.tok_emb(inputs) * math.sqrt(self.config.d_model)  # (B, T, C)
+        if self.pos_emb is None:
+            x = x + self.pe[past : past + T]  # (B, T, C), PE broadcast over the batch
+        else:
+            x = x + self.pos_emb(torch.arange(past, past + T, device=inputs.device))  # (B, T, C)
+        return self.drop(x)  # dropout on the sums of embeddings and positions (§5.4)
+
+    def decode(
+        self, inputs: torch.Tensor, cache: list[KV] | None = None
+    ) -> tuple[torch.Tensor, list[KV]]:
+        """Incremental decoding with a key/value cache: `inputs` (B, T) continue the t positions
+        `cache` holds (None: none; a (K, V) pair per block, (B, h, t, d_k) each), so each new
+        position costs one position, not the prefix. Returns log p(· | prefix) after each input,
+        (B, T, V) float32, and the cache extended by the inputs. t + T must not exceed
+        block_size (the positions the model was trained on)."""
+        past = 0 if cache is None else cache[0][0].shape[2]
+        if past + inputs.shape[1] > self.config.block_size:
+            raise ValueError(
+                f"{past} cached + {inputs.shape[1]} new positions exceed block_size "
+                f"{self.config.block_size}"
+            )
+        x = self._embed(inputs, past)  # (B, T, C)
+        extended = []
+        for i, block in enumerate(self.blocks):
+            x, kv, _ = block.run(x, None, None if cache is None else cache[i])  # causal
+            extended.append(kv)
+        logits = self.lm_head(self.norm_f(x))  # (B, T, V)
+        return torch.log_softmax(logits.float(), dim=-1), extended
 
     def token_log_probs(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Natural-log probability of each target, (B, T): exact, normalised over all of V."""

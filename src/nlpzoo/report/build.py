@@ -2,8 +2,9 @@
 and `reports/figures/*.png` from the pipeline's metrics, curves and evaluation artifacts.
 
 Sections: header (data, vocabularies, params hash, git revision, DVC experiment), 1 language
-modelling, 2 word vectors, 3 translation, 4 cost, 5 learning curves, and a footer listing the runs
-that are missing or incomplete. Any subset of runs renders; what is absent is listed, not fatal.
+modelling (with each model's samples from one prompt), 2 word vectors (with a small analogy
+table), 3 translation, 4 cost, 5 learning curves, and a footer listing the runs that are missing
+or incomplete. Any subset of runs renders; what is absent is listed, not fatal.
 
 The runs shown are exactly the enabled runs of params' `models:` (`build_report(runs=...)`), each
 in the section of its family's task (`nlpzoo.families`); metrics files of other runs are only
@@ -215,6 +216,42 @@ def _language_models(ctx: _Context, mixtures: dict) -> list[Block]:
                 "≤ 3 merged); compare the ratio, not the perplexities."
             )
         )
+    return blocks + _lm_samples(ctx, runs)
+
+
+def _lm_samples(ctx: _Context, runs: list[Run]) -> list[Block]:
+    """Each run's samples (eval/RUN/samples.json), side by side when the runs share the prompt
+    and sampling settings (params `evaluation.sample_*`), as they do in one pipeline. A run
+    without the file (evaluated by an earlier version) is left out of the table only."""
+    found: dict[str, dict] = {}
+    for r in runs:
+        record = load_json(ctx.eval_dir / r.name / "samples.json")
+        if isinstance(record, dict) and record.get("samples"):
+            found[r.name] = record
+    if not found:
+        return []
+    settings = ("prompt_tokens", "tokens", "temperature", "top_k", "seed")
+    groups: dict[tuple, dict[str, dict]] = {}
+    for name, record in found.items():
+        key = tuple(str(record.get(k)) for k in settings)
+        groups.setdefault(key, {})[name] = record
+    blocks: list[Block] = []
+    for records in groups.values():
+        first = next(iter(records.values()))
+        prompt = " ".join(str(w) for w in first.get("prompt_tokens") or []) or "(none)"
+        top_k = first.get("top_k") or 0
+        cut = f", the {top_k} most probable words" if top_k else ""
+        blocks += [
+            Para(
+                f"What each model writes after the prompt **{prompt}**: "
+                f"{first.get('tokens', '?')} tokens sampled at temperature "
+                f"{first.get('temperature', '?')}{cut}, seed {first.get('seed', '?')} (params "
+                "`evaluation.sample_*`; `</s>` ends a sentence; log p is the model's own "
+                "log-probability of the continuation). The same with any prompt: "
+                "`python -m nlpzoo generate --run RUN --prompt TEXT`."
+            ),
+            Table(tables.samples_table(records)),
+        ]
     return blocks
 
 
@@ -266,6 +303,7 @@ def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
             Para(f"Nearest neighbours (cosine) of the probe words, {k} per run, best first."),
             Table(tables.neighbours_table(neighbours, k)),
         ]
+    blocks += _analogies(ctx, runs)
     maps: list[Block] = []
     for name, n in neighbours.items():
         path = _projection(ctx, name, n, fig_dir)
@@ -288,6 +326,28 @@ def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
             *maps,
         ]
     return blocks
+
+
+def _analogies(ctx: _Context, runs: list[Run]) -> list[Block]:
+    """Each run's answers to a few well-known analogies (eval/RUN/analogies.json; a run without
+    the file is left out of the table only)."""
+    answers: dict[str, list[dict]] = {}
+    for r in runs:
+        found = load_json(ctx.eval_dir / r.name / "analogies.json")
+        if isinstance(found, list) and all(isinstance(q, dict) for q in found):
+            answers[r.name] = found
+    table = tables.analogy_table(answers) if answers else pd.DataFrame()
+    if table.empty:
+        return []
+    return [
+        Para(
+            "A few well-known analogies (params `evaluation.analogies`), a : b :: c : ?, "
+            "answered by 3CosAdd as in the analogy score (✓: the expected word); the last row "
+            "counts the correct answers of 3CosAdd and of 3CosMul (Levy & Goldberg 2014). Ask "
+            "your own: `python -m nlpzoo analogy --run RUN A B C`."
+        ),
+        Table(table),
+    ]
 
 
 def _projection(ctx: _Context, run: str, neighbours: dict, fig_dir: Path) -> Path | None:
@@ -384,7 +444,7 @@ def _on_multi30k(ctx: _Context) -> bool:
 
 def _mt_samples(run_eval: Path) -> pd.DataFrame | None:
     """Sample translations: `samples.json`, a list of {source, reference, greedy, beam}
-    (mt_runner.evaluate_mt); missing fields are shown as "–"."""
+    (tasks/mt.py); missing fields are shown as "–"."""
     rows = load_json(run_eval / "samples.json")
     if not isinstance(rows, list) or not rows:
         return None
@@ -395,7 +455,7 @@ def _mt_samples(run_eval: Path) -> pd.DataFrame | None:
 
 def _mt_attention(run_eval: Path) -> list[tuple[list[str], list[str], np.ndarray]]:
     """(source tokens, output tokens, weights (T, S)) per sentence of `attention.json`
-    (mt_runner._attention_maps: Bahdanau's α, the Transformer's last-layer cross-attention)."""
+    (tasks/mt.py: Bahdanau's α, the Transformer's last-layer cross-attention)."""
     items = load_json(run_eval / "attention.json")
     found = []
     for it in items if isinstance(items, list) else []:

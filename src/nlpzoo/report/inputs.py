@@ -8,7 +8,8 @@ metrics/RUN.json          flat metrics of one run (docs/design.md §4), its cost
                           (`cost_formula`, `cost_terms`, `cost_per_token`, as the model states
                           it); metrics/mixtures.json
 plots/RUN.csv             learning curve: epoch, step, train_loss, val_loss, val_ppl, seconds
-eval/RUN/                 neighbours.json, MT samples and attention arrays
+eval/RUN/                 neighbours.json, analogies.json, LM samples.json, MT samples and
+                          attention arrays
 models/RUN/vectors.txt    word2vec text format; only the rows of the probe words are read
 data/vocab/TASK/stats.json  vocabulary size and split sizes, for the header
 """

@@ -122,6 +122,55 @@ def neighbours_table(neighbours: dict[str, dict[str, list]], k: int) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+def samples_table(samples: dict[str, dict]) -> pd.DataFrame:
+    """Language-model samples side by side: one row per run and sample (eval/RUN/samples.json,
+    `nlpzoo.generation.samples_record`), the text after the prompt and its log-probability."""
+    rows = []
+    for run, record in samples.items():
+        items = [s for s in record.get("samples") or [] if isinstance(s, dict)]
+        for i, sample in enumerate(items, start=1):
+            rows.append(
+                {
+                    "run": run if len(items) == 1 else f"{run} #{i}",
+                    "continuation": str(sample.get("text", DASH)),
+                    "log p": fmt(sample.get("log_prob"), ".1f"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def analogy_table(answers: dict[str, list[dict]], method: str = "3cosadd") -> pd.DataFrame:
+    """Analogy questions down, runs across; each cell the run's best answer by `method`
+    (eval/RUN/analogies.json), ✓ when it is the expected word, "–" when a question word is not
+    in the run's vocabulary; a last row counts the correct answers of both methods."""
+    runs = list(answers)
+    questions: dict[tuple, str] = {}
+    for found in answers.values():
+        for q in found:
+            questions.setdefault(tuple(q.get("question", ())), str(q.get("expected", "")))
+    rows = []
+    correct = {run: {"3cosadd": 0, "3cosmul": 0} for run in runs}
+    for question, expected in questions.items():
+        if len(question) != 3:
+            continue
+        a, b, c = question
+        row = {"question": f"{a} : {b} :: {c} : ?", "expected": expected}
+        for run in runs:
+            entry = next((q for q in answers[run] if tuple(q.get("question", ())) == question), {})
+            for m in correct[run]:
+                best = (entry.get(m) or [[None]])[0][0]
+                correct[run][m] += best == expected
+            best = (entry.get(method) or [[None]])[0][0]
+            row[run] = DASH if best is None else f"{best} ✓" if best == expected else str(best)
+        rows.append(row)
+    if rows:
+        total = {"question": "**correct** (3CosAdd / 3CosMul)", "expected": ""}
+        for run in runs:
+            total[run] = f"{correct[run]['3cosadd']} / {correct[run]['3cosmul']}"
+        rows.append(total)
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------- translation
 
 DECODINGS = ("greedy", "beam")

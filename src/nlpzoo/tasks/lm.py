@@ -3,7 +3,9 @@
 Every family is scored on the identical streams (docs/design.md §4): the per-token
 log-probabilities of the valid and test splits go to `eval/RUN/logprobs.npz` (the mixtures reuse
 them without rescoring), their perplexities to the metrics; a model with input embeddings
-(`Family.vectors`) also writes `vectors.txt` and goes through the word-vector protocol.
+(`Family.vectors`) also writes `vectors.txt` and goes through the word-vector protocol. Each
+run also writes `eval/RUN/samples.json`: text it generates from params' `evaluation.sample_prompt`
+(`nlpzoo.generation`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from nlpzoo.config import build
 from nlpzoo.data.vocab import load_stream
 from nlpzoo.errors import DataError
 from nlpzoo.evaluation.perplexity import perplexity
+from nlpzoo.io import atomic_write_json
+from nlpzoo.params import EvaluationConfig
 from nlpzoo.tasks import Fitted, Run, Scores, Task
 from nlpzoo.tasks import words as W
 
@@ -90,12 +95,38 @@ class LMTask(Task):
             arrays = {k: v.astype(np.float32) for k, v in logprobs.items()}
             np.savez_compressed(path, **arrays)
 
-        scores = Scores(metrics, files={"logprobs.npz": write_logprobs})
+        samples = self.samples(run, model)
+        scores = Scores(
+            metrics,
+            files={
+                "logprobs.npz": write_logprobs,
+                "samples.json": lambda path: atomic_write_json(path, samples),
+            },
+            artifacts=("samples.json",),
+        )
         if self.family.vectors:
-            neighbours = W.score_vectors(run, model, metrics)
-            scores.files["neighbours.json"] = W.neighbours_file(neighbours)
-            scores.artifacts = ("neighbours.json",)
+            files = W.score_vectors(run, model, metrics)
+            scores.files.update(files)
+            scores.artifacts += tuple(files)
         return scores
+
+    def samples(self, run: Run, model: Any) -> dict:
+        """eval/RUN/samples.json: text the model writes after params' `evaluation.sample_prompt`,
+        the same prompt, length, seed and sampling for every run (the report's side by side)."""
+        from nlpzoo.generation import samples_record
+
+        ev = build(EvaluationConfig, run.params.get("evaluation"), "evaluation")
+        return samples_record(
+            self.family,
+            model,
+            W.load_vocab(run),
+            ev.sample_prompt,
+            ev.sample_tokens,
+            temperature=ev.sample_temperature,
+            top_k=ev.sample_top_k,
+            seed=ev.sample_seed,
+            samples=ev.sample_count,
+        )
 
 
 def _check_context(stream: np.ndarray, context: int, split: str, run: str, rows: int = 1) -> None:

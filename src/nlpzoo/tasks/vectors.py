@@ -45,7 +45,7 @@ class VectorsTask(Task):
             def make(rank: int, world: int):
                 rows, cols, vals = arrays["rows"], arrays["cols"], arrays["vals"]
                 return cooccur_dataloader(
-                    rows, cols, vals, cfg.batch_size, rank, world, seed, workers
+                    rows, cols, vals, cfg.batch_size, rank, world, seed, workers, cfg.backend
                 )
 
         else:
@@ -71,12 +71,8 @@ class VectorsTask(Task):
 
     def evaluate(self, run: Run, model: Any) -> Scores:
         metrics: dict[str, Any] = {}
-        neighbours = W.score_vectors(run, model, metrics)
-        return Scores(
-            metrics,
-            files={"neighbours.json": W.neighbours_file(neighbours)},
-            artifacts=("neighbours.json",),
-        )
+        files = W.score_vectors(run, model, metrics)
+        return Scores(metrics, files=files, artifacts=tuple(files))
 
 
 TASK = VectorsTask

@@ -8,7 +8,9 @@ the probe words; the evaluation sets are those `corpus@eval` fetched into data/r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -83,10 +85,11 @@ def save_vectors(data: WordData, model: Any, folder) -> None:
     write_word2vec_text(folder / "vectors.txt", data.vocab.words, as_array(model.embeddings()))
 
 
-def score_vectors(run: Run, model: Any, metrics: dict) -> dict:
+def score_vectors(run: Run, model: Any, metrics: dict) -> dict[str, Callable[[Path], None]]:
     """The word-vector protocol on `model.embeddings()`: adds its metrics to `metrics`; returns
-    the nearest neighbours of the probe words (eval/RUN/neighbours.json)."""
-    from nlpzoo.evaluation.analogy import evaluate_analogies
+    the writers of eval/RUN/neighbours.json (the nearest neighbours of the probe words) and
+    eval/RUN/analogies.json (params `evaluation.analogies` answered by 3CosAdd and 3CosMul)."""
+    from nlpzoo.evaluation.analogy import answer_questions, evaluate_analogies
     from nlpzoo.evaluation.similarity import evaluate_similarity
     from nlpzoo.evaluation.vectors import nearest_neighbours
 
@@ -103,8 +106,9 @@ def score_vectors(run: Run, model: Any, metrics: dict) -> dict:
     metrics.update({k: v for k, v in analogy.items() if not isinstance(v, dict)})
     metrics.update(evaluate_similarity(words, vectors, raw / "wordsim353.tsv", "ws353"))
     metrics.update(evaluate_similarity(words, vectors, raw / "simlex999.txt", "simlex"))
-    return nearest_neighbours(words, vectors, ev.probes, k=ev.neighbours)
-
-
-def neighbours_file(neighbours: dict):
-    return lambda path: atomic_write_json(path, neighbours)
+    neighbours = nearest_neighbours(words, vectors, ev.probes, k=ev.neighbours)
+    analogies = answer_questions(words, vectors, ev.analogies, ev.restrict_vocab)
+    return {
+        "neighbours.json": lambda path: atomic_write_json(path, neighbours),
+        "analogies.json": lambda path: atomic_write_json(path, analogies),
+    }

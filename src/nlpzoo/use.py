@@ -1,0 +1,554 @@
+"""Use a trained run from the command line: `generate` and `score` (language models), `neighbours`
+and `analogy` (any run with word vectors, the language models' embeddings included).
+
+    python -m nlpzoo generate --run lstm_lm --prompt "the jury said" --tokens 20 --seed 1
+    python -m nlpzoo score --run ngram sentences.txt
+    python -m nlpzoo neighbours --run svd city king -k 5
+    python -m nlpzoo analogy --run svd man king woman --method 3cosmul
+
+A run is named by `--run RUN`, its folder models/RUN/ in the project (`--root`, default the
+working directory), or by `--mlflow-run ID`, the files that run logged to MLflow
+(`nlpzoo.tracking.fetch_run_dir`). Text is read as the run's corpus was prepared
+(`nlpzoo.generation.tokenize`: whitespace tokens, lowercased when the run's vocabulary is, `<unk>`
+for a word outside it). Output: one result per line, tab-separated fields; `--json` prints one
+JSON document instead. A problem (unknown run, run not trained, run of the wrong task, word not in
+the vocabulary) prints one line `error: ...` on stderr and exits with status 1.
+
+Which family does what comes from its registry record (`nlpzoo.families.Family`: `task`,
+`vectors`); the scores are those of the evaluation protocol (`nlpzoo.tasks.lm`), the answers those
+of `nlpzoo.evaluation.analogy` and `nlpzoo.evaluation.vectors`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nlpzoo.errors import NlpzooError
+
+TASK_NAMES = {"lm": "language-model", "vectors": "word-vector", "mt": "translation"}
+
+
+class UseError(NlpzooError):
+    """What the user asked cannot be done: the message says why and what to run instead."""
+
+
+# --------------------------------------------------------------------------- the parsers
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _natural(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _temperature(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def add_commands(sub: Any) -> None:
+    """Add `generate`, `score`, `neighbours` and `analogy` to `python -m nlpzoo`'s subparsers;
+    each parser's `handler` runs its command."""
+    common = argparse.ArgumentParser(add_help=False)
+    which = common.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", help="a run of params.yaml's `models:`, trained into models/RUN/")
+    which.add_argument(
+        "--mlflow-run",
+        metavar="ID",
+        help="instead of --run: the MLflow run ID (the files its training logged; tracking URI "
+        "as for the pipeline, or MLFLOW_TRACKING_URI)",
+    )
+    common.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
+    common.add_argument("--json", action="store_true", help="print one JSON document")
+
+    def parser(name: str, summary: str, description: str, example: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            parents=[common],
+            help=summary,
+            description=textwrap.fill(description, 80),
+            epilog=f"example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    g = parser(
+        "generate",
+        "sample text from a language-model run",
+        "Continue a prompt with a language-model run (any family, the n-gram included). One "
+        "sample per line: the prompt as the model read it (<unk> for words outside its "
+        "vocabulary), a tab, the new tokens (</s> ends a sentence).",
+        'python -m nlpzoo generate --run transformer_lm --prompt "the city" --tokens 20 '
+        "--seed 1 --samples 3",
+    )
+    g.add_argument("--prompt", default="", help="text to continue (default: none, a new text)")
+    g.add_argument(
+        "--tokens", type=_count, default=30, metavar="N", help="new tokens per sample (30)"
+    )
+    g.add_argument(
+        "--temperature",
+        type=_temperature,
+        default=1.0,
+        metavar="T",
+        help="divides the log-probabilities (1: the model's own; 0: always the most probable)",
+    )
+    g.add_argument(
+        "--top-k",
+        type=_natural,
+        default=0,
+        metavar="K",
+        help="sample among the K most probable (0: all)",
+    )
+    g.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="the same seed gives the same text (0)"
+    )
+    g.add_argument("--samples", type=_count, default=1, metavar="M", help="samples to draw (1)")
+    g.add_argument(
+        "--timing",
+        action="store_true",
+        help="also print to stderr the time to the first token and tokens per second",
+    )
+    g.set_defaults(handler=generate)
+
+    s = parser(
+        "score",
+        "log-probability and perplexity of sentences under a language-model run",
+        "Score sentences, one per line, exactly as the evaluation scores a split: each line's "
+        "words and its </s>, <unk> for words outside the vocabulary, the lines read in order as "
+        "one text (so the test split's file gives the run's test_ppl). One line per sentence: "
+        "its line number, log-probability (natural log), tokens (</s> included), perplexity "
+        "and the text as read; then a `total` line over every sentence.",
+        "python -m nlpzoo score --run lstm_lm data/prepared/lm/test.txt | tail -1",
+    )
+    s.add_argument("input", nargs="?", type=Path, help="sentences, one per line (default: stdin)")
+    s.add_argument(
+        "--separate",
+        action="store_true",
+        help="score each line on its own, from a sentence start (default: in order, each line "
+        "in the context of the lines before it, as the evaluation reads a split)",
+    )
+    s.set_defaults(handler=score)
+
+    n = parser(
+        "neighbours",
+        "nearest neighbours of words in a run's word vectors",
+        "The K words of highest cosine to each WORD (every word of the vocabulary but the "
+        "specials searched, ties to the more frequent word, as the evaluation's probe words). "
+        "One line per neighbour: the word, the neighbour, the cosine.",
+        "python -m nlpzoo neighbours --run svd city king -k 5",
+    )
+    n.add_argument("words", nargs="+", metavar="WORD")
+    n.add_argument("-k", type=_count, default=10, metavar="K", help="neighbours per word (10)")
+    n.set_defaults(handler=neighbours)
+
+    a = parser(
+        "analogy",
+        "A is to B as C is to ? with a run's word vectors",
+        "Answer the analogy A : B :: C : ? by 3CosAdd (the evaluation's: argmax cos(x, "
+        "B - A + C) over unit vectors, the three words excluded) or 3CosMul (Levy & Goldberg "
+        "2014: cos'(x, B) cos'(x, C) / (cos'(x, A) + 0.001), cos' = (cos + 1) / 2), among the "
+        "most frequent words the evaluation searches. One line per answer, best first: the word "
+        "and its score.",
+        "python -m nlpzoo analogy --run svd man king woman -k 3",
+    )
+    for name, what in (("A", "is to"), ("B", "as"), ("C", "is to ?")):
+        a.add_argument(name.lower(), metavar=name, help=f"{name} {what}")
+    a.add_argument("--method", choices=("3cosadd", "3cosmul"), default="3cosadd", help="(3cosadd)")
+    a.add_argument("-k", type=_count, default=1, metavar="K", help="answers, best first (1)")
+    a.add_argument(
+        "--restrict-vocab",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="search the N most frequent words (default: params evaluation.restrict_vocab)",
+    )
+    a.set_defaults(handler=analogy)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the command `args` were parsed for; one line `error: ...` and status 1 on a problem."""
+    try:
+        args.handler(args)
+    except NlpzooError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+    return 0
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Trained:
+    """A trained run: its name, folder and config.json, and the project it belongs to."""
+
+    name: str
+    folder: Path
+    config: dict
+    root: Path
+
+    @property
+    def family(self) -> Any:
+        from nlpzoo.families import FAMILIES
+
+        return FAMILIES[self.config["family"]]
+
+
+def _models(root: Path) -> dict[str, dict]:
+    """The runs of the project's params.yaml `models:` (name -> entry), read without validating
+    the rest of the file (a trained run stays usable while params are being edited)."""
+    import yaml
+
+    try:
+        params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    models = params.get("models") if isinstance(params, dict) else None
+    return {str(k): v for k, v in models.items() if isinstance(v, dict)} if models else {}
+
+
+def _load_config(folder: Path, what: str) -> dict:
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UseError(f"{what}: {folder / 'config.json'} unreadable ({e})") from None
+    from nlpzoo.families import FAMILIES
+
+    if config.get("family") not in FAMILIES:
+        raise UseError(f"{what}: unknown family '{config.get('family')}' in {folder}/config.json")
+    return config
+
+
+def resolve(args: argparse.Namespace) -> Trained:
+    """The run `--run` or `--mlflow-run` names, trained (clear errors otherwise)."""
+    root = args.root
+    if args.mlflow_run:
+        from nlpzoo.tracking import fetch_run_dir
+
+        folder = fetch_run_dir(args.mlflow_run)
+        config = _load_config(folder, f"MLflow run {args.mlflow_run}")
+        return Trained(str(config.get("run", args.mlflow_run)), folder, config, root)
+    name = args.run
+    models = _models(root)
+    folder = root / "models" / name
+    trained = (folder / "config.json").is_file()
+    if name not in models and not trained:
+        from nlpzoo.config import closest
+
+        known = sorted(models) or sorted(
+            p.name for p in (root / "models").glob("*") if (p / "config.json").is_file()
+        )
+        hint = closest(name, known)
+        raise UseError(
+            f"unknown run '{name}'"
+            + (f"; did you mean '{hint}'?" if hint else "")
+            + (f" (runs: {', '.join(known)})" if known else f" (no {root / 'params.yaml'})")
+        )
+    if not trained or not any((folder / f).is_file() for f in ("model.pt", "model.npz")):
+        if models.get(name, {}).get("enabled", True) is False:
+            raise UseError(
+                f"run '{name}' is not trained yet, and disabled in params.yaml (`enabled: "
+                f"false`): enable it, then `python -m nlpzoo pipeline && dvc repro train-{name}`"
+            )
+        raise UseError(f"run '{name}' is not trained yet: run `dvc repro train-{name}`")
+    return Trained(name, folder, _load_config(folder, f"run '{name}'"), root)
+
+
+def _runs_for(t: Trained, wanted: Any) -> str:
+    """The project's runs whose family passes `wanted`, for an error message."""
+    from nlpzoo.families import FAMILIES
+
+    names = [
+        n for n, e in _models(t.root).items() if e.get("family") in FAMILIES and wanted(e["family"])
+    ]
+    return ", ".join(names) if names else "none in params.yaml"
+
+
+def need_lm(t: Trained, command: str) -> None:
+    family = t.family
+    if family.task == "lm":
+        return
+    from nlpzoo.families import FAMILIES
+
+    what = TASK_NAMES.get(family.task, family.task)
+    extra = f"; translate with `python -m nlpzoo translate --run {t.name}`"
+    raise UseError(
+        f"run '{t.name}' is a {what} run (family {family.name}); `{command}` takes a "
+        f"language-model run: {_runs_for(t, lambda f: FAMILIES[f].task == 'lm')}"
+        + (extra if family.task == "mt" else "")
+    )
+
+
+def _has_vectors(family: Any) -> bool:
+    return family.task == "vectors" or family.vectors
+
+
+def need_vectors(t: Trained, command: str) -> None:
+    if _has_vectors(t.family):
+        return
+    from nlpzoo.families import FAMILIES
+
+    what = TASK_NAMES.get(t.family.task, t.family.task)
+    raise UseError(
+        f"run '{t.name}' ({what} run, family {t.family.name}) has no word vectors; `{command}` "
+        f"takes a run with vectors: {_runs_for(t, lambda f: _has_vectors(FAMILIES[f]))}"
+    )
+
+
+def load_vocab(t: Trained) -> Any:
+    """The run's vocabulary: in its folder (a run fetched from MLflow), else its data folder;
+    it must have the size the run was trained with."""
+    from nlpzoo.data.vocab import Vocab
+
+    places = [t.folder / "vocab.txt", t.root / "data" / str(t.config["data"]) / "vocab.txt"]
+    path = next((p for p in places if p.is_file()), None)
+    if path is None:
+        raise UseError(
+            f"run '{t.name}': its vocabulary is not found ({' or '.join(map(str, places))}); "
+            f"run `dvc repro train-{t.name}`"
+        )
+    vocab = Vocab.load(path)
+    trained_on = t.config.get("vocab_size")
+    if trained_on is not None and len(vocab) != trained_on:
+        raise UseError(
+            f"run '{t.name}': {path} has {len(vocab):,} words but the run was trained on "
+            f"{trained_on:,}: the data changed since; run `dvc repro train-{t.name}`"
+        )
+    return vocab
+
+
+def load_model(t: Trained) -> Any:
+    from nlpzoo.tasks import load_model as load
+
+    return load(t.folder)
+
+
+def _note(message: str) -> None:
+    print(f"note: {message}", file=sys.stderr)
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, ensure_ascii=False))
+
+
+# --------------------------------------------------------------------------- generate
+
+
+def generate(args: argparse.Namespace) -> None:
+    t = resolve(args)
+    need_lm(t, "generate")
+    vocab = load_vocab(t)
+    t0 = time.perf_counter()
+    model = load_model(t)
+    load_seconds = time.perf_counter() - t0
+    from nlpzoo.generation import samples_record
+
+    record = samples_record(
+        t.family,
+        model,
+        vocab,
+        args.prompt,
+        args.tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        seed=args.seed,
+        samples=args.samples,
+        timing=True,
+    )
+    if record["unknown"]:
+        _note(
+            f"not in the vocabulary of run '{t.name}', read as <unk>: "
+            + " ".join(record["unknown"])
+        )
+    if args.timing:
+        print(
+            f"model loaded in {load_seconds:.2f} s; time to first token "
+            f"{record['first_token_seconds'] * 1000:.1f} ms; "
+            f"{record['tokens_per_second']:,.1f} tokens/s",
+            file=sys.stderr,
+        )
+    if args.json:
+        _print_json({"run": t.name, "family": t.family.name, **record})
+        return
+    prompt = " ".join(record["prompt_tokens"])
+    for sample in record["samples"]:
+        print(f"{prompt}\t{sample['text']}")
+
+
+# --------------------------------------------------------------------------- score
+
+
+def score(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from nlpzoo.data.vocab import EOS
+    from nlpzoo.generation import tokenize
+    from nlpzoo.tasks import task_of
+
+    t = resolve(args)
+    need_lm(t, "score")
+    vocab = load_vocab(t)
+    if args.input is not None:
+        try:
+            text = args.input.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UseError(f"cannot read {args.input}: {e}") from None
+    else:
+        text = sys.stdin.read()
+    # as the corpus is prepared: a line without a token is no sentence
+    lines = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.split():
+            ids, unknown = tokenize(line, vocab)
+            lines.append((number, [*ids, EOS], unknown))
+    if not lines:
+        raise UseError("no sentences to score (the input has no non-empty line)")
+    model = load_model(t)
+    task = task_of(t.family)
+    if args.separate:
+        scored = [task.log_probs(model, np.asarray(ids), model.config) for _, ids, _ in lines]
+    else:
+        stream = np.concatenate([np.asarray(ids, dtype=np.int64) for _, ids, _ in lines])
+        every = task.log_probs(model, stream, model.config)  # (tokens,)
+        ends = np.cumsum([len(ids) for _, ids, _ in lines])
+        scored = np.split(every, ends[:-1])
+    rows = []
+    for (number, ids, unknown), lp in zip(lines, scored, strict=True):
+        total = float(np.sum(lp, dtype=np.float64))
+        rows.append(
+            {
+                "line": number,
+                "text": " ".join(vocab.words[i] for i in ids[:-1]),
+                "tokens": len(ids),
+                "log_prob": total,
+                "ppl": math.exp(-total / len(ids)),
+                "unknown": unknown,
+            }
+        )
+    log_prob = float(sum(np.sum(lp, dtype=np.float64) for lp in scored))
+    tokens = sum(r["tokens"] for r in rows)
+    total = {"lines": len(rows), "tokens": tokens, "log_prob": log_prob}
+    total["ppl"] = math.exp(-log_prob / tokens)
+    unknown = sum(len(r["unknown"]) for r in rows)
+    if unknown:
+        _note(f"{unknown} word(s) not in the vocabulary of run '{t.name}', scored as <unk>")
+    if args.json:
+        mode = "separate" if args.separate else "in order"
+        _print_json(
+            {"run": t.name, "family": t.family.name, "mode": mode, "lines": rows, "total": total}
+        )
+        return
+    for r in rows:
+        print(f"{r['line']}\t{r['log_prob']:.4f}\t{r['tokens']}\t{r['ppl']:.3f}\t{r['text']}")
+    print(f"total\t{log_prob:.4f}\t{tokens}\t{total['ppl']:.4f}\t{len(rows)} lines")
+
+
+# --------------------------------------------------------------------------- word vectors
+
+
+def load_vectors(t: Trained) -> tuple[list[str], Any]:
+    """(words, (V, d) vectors): models/RUN/vectors.txt, or the model's own embeddings (a run
+    fetched from MLflow holds no vectors.txt)."""
+    from nlpzoo.evaluation.vectors import read_word2vec_text
+
+    path = t.folder / "vectors.txt"
+    if path.is_file():
+        return read_word2vec_text(path)
+    from nlpzoo.tasks.words import as_array
+
+    vocab = load_vocab(t)
+    return vocab.words, as_array(load_model(t).embeddings())
+
+
+def _lookup(t: Trained, words: list[str], word: str) -> str:
+    """`word` as the run's vocabulary spells it (lowercased if the vocabulary is); a clear error
+    if it is not there."""
+    from nlpzoo.data.vocab import SPECIALS
+    from nlpzoo.generation import lowercases
+
+    w = word.lower() if lowercases(words) else word
+    if w in SPECIALS:
+        raise UseError(f"'{word}' is a special token, not a word")
+    if w not in set(words):
+        import difflib
+
+        close = difflib.get_close_matches(w, words, n=3, cutoff=0.75)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        size = sum(v not in SPECIALS for v in words)
+        raise UseError(
+            f"word '{word}' is not in the vocabulary of run '{t.name}' ({size:,} words){hint}"
+        )
+    return w
+
+
+def neighbours(args: argparse.Namespace) -> None:
+    from nlpzoo.evaluation.vectors import nearest_neighbours
+
+    t = resolve(args)
+    need_vectors(t, "neighbours")
+    words, vectors = load_vectors(t)
+    probes = [_lookup(t, words, w) for w in args.words]
+    found = nearest_neighbours(words, vectors, probes, k=args.k)
+    if args.json:
+        table = {w: [[n, round(c, 6)] for n, c in found[w]] for w in probes}
+        _print_json({"run": t.name, "k": args.k, "neighbours": table})
+        return
+    for w in probes:
+        for n, c in found[w]:
+            print(f"{w}\t{n}\t{c:.4f}")
+
+
+def analogy(args: argparse.Namespace) -> None:
+    from nlpzoo.config import build
+    from nlpzoo.evaluation.analogy import Analogies
+    from nlpzoo.params import EvaluationConfig
+
+    t = resolve(args)
+    need_vectors(t, "analogy")
+    words, vectors = load_vectors(t)
+    question = [_lookup(t, words, w) for w in (args.a, args.b, args.c)]
+    restrict = args.restrict_vocab
+    if restrict is None:
+        import yaml
+
+        try:
+            params = yaml.safe_load((t.root / "params.yaml").read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            params = {}
+        section = params.get("evaluation") if isinstance(params, dict) else None
+        restrict = build(EvaluationConfig, section, "evaluation").restrict_vocab
+    solver = Analogies(words, vectors, restrict_vocab=restrict)
+    for w in question:
+        if solver.position(w) is None:
+            raise UseError(
+                f"word '{w}' is not among the {restrict:,} most frequent words the analogies "
+                "search (params evaluation.restrict_vocab; --restrict-vocab N)"
+            )
+    answers = solver.answers(*question, k=args.k, method=args.method)
+    if args.json:
+        found = [[w, round(s, 6)] for w, s in answers]
+        _print_json({"run": t.name, "question": question, "method": args.method, "answers": found})
+        return
+    for w, s in answers:
+        print(f"{w}\t{s:.4f}")

@@ -1,0 +1,235 @@
+"""A trained run in MLflow (docs/design.md §5): its files under `run_dir/`, a neural run's model
+as an MLflow PyTorch model at `model`, and `fetch_run_dir` bringing a run back as a folder that
+`load_model` reads as it reads models/RUN/. Against the local sqlite store."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import mlflow.pytorch
+import numpy as np
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from nlpzoo import lifecycle, tracking
+from nlpzoo.errors import DataError
+from nlpzoo.evaluation.perplexity import window_log_probs
+from nlpzoo.families import FAMILIES
+from nlpzoo.params import run_configs
+from nlpzoo.tracking import RUN_FILE, Tracker, fetch_run_dir
+from test_lifecycle import PARAMS as LIFECYCLE_PARAMS
+from test_lifecycle import _tiny_params
+from test_tracking import assert_one_outage_warning, free_port
+from test_training_resume import make_project
+
+TRAINER = {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "checkpoint_every_minutes": 0}
+PARAMS = {
+    "seed": 3,
+    "models": {
+        "nnlm": {"family": "nnlm", "data": "vocab/lm"},
+        "ngram": {"family": "ngram", "data": "vocab/lm"},
+    },
+    "nnlm": {
+        "family": "nnlm",
+        "context_size": 2,
+        "emb_dim": 8,
+        "hidden_dim": 8,
+        "batch_size": 64,
+        "trainer": TRAINER,
+    },
+    "ngram": {"order": 3},
+}
+
+
+@pytest.fixture(scope="module")
+def template_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def project(tmp_path, template_db, monkeypatch) -> Path:
+    """A tiny corpus, a fresh sqlite store for MLflow, and a download cache of its own."""
+    root = make_project(tmp_path / "proj")
+    shutil.copy(template_db, root / "mlflow.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
+    monkeypatch.setenv(tracking.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(tracking, "_git_commit", lambda root: None)
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    monkeypatch.delenv("PL_SEED_WORKERS", raising=False)
+    return root
+
+
+def _train(root: Path, run: str) -> str:
+    """Train `run` with a healthy store (no warning of ours); returns its MLflow run id."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        lifecycle.train(PARAMS, run, root)
+    run_id = json.loads((root / "models" / run / RUN_FILE).read_text())["run_id"]
+    assert run_id
+    return run_id
+
+
+def _logged(uri: str, run_id: str, path: str | None = None) -> list[str]:
+    return sorted(f.path for f in MlflowClient(tracking_uri=uri).list_artifacts(run_id, path))
+
+
+def test_neural_run_logs_a_loadable_pytorch_model_and_its_files(project, monkeypatch, tmp_path):
+    run_id = _train(project, "nnlm")
+    uri = f"sqlite:///{project / 'mlflow.db'}"
+    model_dir = project / "models" / "nnlm"
+    trained = torch.load(model_dir / "model.pt", map_location="cpu", weights_only=True)
+    valid = np.load(project / "data" / "vocab" / "lm" / "valid.npy")
+    expected = window_log_probs(lifecycle.load_model(model_dir), valid, 2)
+
+    # the MLflow PyTorch model: the nn.Module itself, with the trained weights
+    from nlpzoo.models.nnlm import NNLM
+
+    module = mlflow.pytorch.load_model(f"runs:/{run_id}/model")
+    assert type(module) is NNLM
+    state = module.state_dict()
+    assert state.keys() == trained["state_dict"].keys()
+    assert all(torch.equal(state[k], v) for k, v in trained["state_dict"].items())
+    np.testing.assert_array_equal(window_log_probs(module.eval(), valid, 2), expected)
+
+    # run_dir/: what load_model reads, the data folder's vocabulary included
+    names = ["config.json", "model.pt", "train_stats.json", "vocab.txt"]
+    assert _logged(uri, run_id, "run_dir") == [f"run_dir/{n}" for n in names]
+    assert "run_dir" in _logged(uri, run_id)
+
+    folder = fetch_run_dir(run_id)
+    assert folder == tmp_path / "cache" / run_id
+    assert sorted(p.name for p in folder.iterdir()) == names
+    assert (folder / "config.json").read_bytes() == (model_dir / "config.json").read_bytes()
+    vocab = project / "data" / "vocab" / "lm" / "vocab.txt"
+    assert (folder / "vocab.txt").read_bytes() == vocab.read_bytes()
+    again = lifecycle.load_model(folder)
+    np.testing.assert_array_equal(window_log_probs(again, valid, 2), expected)
+
+    assert MlflowClient(tracking_uri=uri).get_run(run_id).info.status == "FINISHED"
+
+    # downloaded once: the cache answers even with the store gone; and logging the model left
+    # the process's tracking URI to MLFLOW_TRACKING_URI, as before
+    dead = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", dead)
+    assert mlflow.get_tracking_uri() == dead
+    assert fetch_run_dir(run_id) == folder
+
+
+def test_count_run_logs_its_files_and_no_pytorch_model(project):
+    run_id = _train(project, "ngram")
+    uri = f"sqlite:///{project / 'mlflow.db'}"
+    names = ["config.json", "model.npz", "train_stats.json", "vocab.txt"]
+    assert _logged(uri, run_id, "run_dir") == [f"run_dir/{n}" for n in names]
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_run(run_id).info.experiment_id
+    assert list(client.search_logged_models(experiment_ids=[experiment])) == []
+    valid = np.load(project / "data" / "vocab" / "lm" / "valid.npy")
+    expected = lifecycle.load_model(project / "models" / "ngram").log_probs(valid)
+    fetched = lifecycle.load_model(fetch_run_dir(run_id))
+    np.testing.assert_array_equal(fetched.log_probs(valid), expected)
+
+
+def test_fetch_run_dir_says_what_is_wrong(project, monkeypatch):
+    with pytest.raises(DataError, match="not an MLflow run id"):
+        fetch_run_dir("../../etc")
+    with pytest.raises(DataError, match=r"MLflow run 0123abcd not found at sqlite:///"):
+        fetch_run_dir("0123abcd")
+    tracker = Tracker.start("bare", "nnlm", {})  # a run that logged no files
+    with pytest.raises(DataError, match="has no run_dir/ artifacts"):
+        fetch_run_dir(tracker.run_id)
+    assert not (tracking.cache_root() / tracker.run_id).exists()  # nothing half-cached
+    elsewhere = project.parent / "elsewhere"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{elsewhere / 'mlflow.db'}")
+    with pytest.raises(DataError, match="no MLflow store at sqlite:///"):
+        fetch_run_dir(tracker.run_id)
+    assert not elsewhere.exists()  # no empty database made on the way
+
+
+def test_a_failing_model_upload_warns_once_and_the_run_goes_on(project, monkeypatch):
+    calls = []
+
+    def broken(*args):
+        calls.append(args)
+        raise ConnectionError("artifact store went away")
+
+    monkeypatch.setattr(tracking, "_log_pytorch_model", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stats = lifecycle.train(PARAMS, "nnlm", project)
+    assert len(calls) == 1 and stats["epochs"] == 1
+    assert_one_outage_warning(caught, f"sqlite:///{project / 'mlflow.db'}", "nnlm")
+    assert (project / "models" / "nnlm" / "model.pt").is_file()
+
+
+class _Files:
+    """Stands in for a Tracker: records the files the lifecycle logs under run_dir/."""
+
+    active = True
+
+    def __init__(self) -> None:
+        self.files: list[Path] = []
+        self.models: list = []
+
+    def log_run_dir(self, files) -> None:
+        self.files.extend(files)
+
+    def log_pytorch_model(self, model) -> None:
+        self.models.append(model)
+
+
+def test_the_vocabulary_logged_is_the_runs_own_else_the_data_folders(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "vocab.txt").write_text("<unk>\n")
+    model_dir = tmp_path / "models" / "run"
+    model_dir.mkdir(parents=True)
+    for name in ("model.npz", "config.json", "train_stats.json", "spm.model", "vectors.txt"):
+        (model_dir / name).write_text("x")
+    run = SimpleNamespace(model_dir=model_dir, data_dir=data, family=SimpleNamespace(neural=False))
+    files = _Files()
+    lifecycle._log_model(run, files)  # translation: its SentencePiece model, no other vocabulary
+    assert sorted(p.name for p in files.files) == [
+        "config.json",
+        "model.npz",
+        "spm.model",
+        "train_stats.json",
+    ]
+    assert all(p.parent == model_dir for p in files.files) and files.models == []
+    (model_dir / "spm.model").unlink()
+    files = _Files()
+    lifecycle._log_model(run, files)  # a word vocabulary lives in the data folder
+    assert data / "vocab.txt" in files.files
+    files.active = False
+    files.files.clear()
+    lifecycle._log_model(run, files)  # an inactive tracker (rank > 0, an outage): nothing
+    assert files.files == []
+
+
+NEURAL_RUNS = [r for r, e in LIFECYCLE_PARAMS["models"].items() if FAMILIES[e["family"]].neural]
+
+
+@pytest.mark.parametrize("run", NEURAL_RUNS)
+def test_every_neural_run_pickles_as_the_pytorch_flavour_stores_it(run):
+    """The logged model is `load_model`'s module pickled whole with MLflow's pickle module: every
+    family's module must come back equal (a family that cannot would log no model)."""
+    import mlflow.pytorch.pickle_module as pickle_module
+
+    spec, cfg, _ = run_configs(_tiny_params(run), run)
+    v = 40
+    model = FAMILIES[spec.family].model_class()(cfg, v, counts=list(range(v, 0, -1))).eval()
+    buffer = io.BytesIO()
+    torch.save(model, buffer, pickle_module=pickle_module)
+    buffer.seek(0)
+    back = torch.load(buffer, weights_only=False, pickle_module=pickle_module)
+    assert type(back) is type(model) and not back.training
+    state = back.state_dict()
+    assert state.keys() == model.state_dict().keys()
+    assert all(torch.equal(state[k], t) for k, t in model.state_dict().items())
