@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import signal
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -23,15 +24,19 @@ from nlpzoo.data.word2vec import (
     keep_probability,
     word2vec_dataloader,
 )
+from nlpzoo.models import word2vec_kernel
 from nlpzoo.models.outputs import huffman_tree
 from nlpzoo.models.word2vec import Config, Word2Vec, alias_table
 from nlpzoo.models.word2vec_kernel import (
     MAX_EXP,
+    PIECE_TOKENS,
     _sigmoid_softplus,
     fixed_pairs,
     make_tables,
+    piece_plan,
     record_tokens,
     sentence_cuts,
+    splitmix64,
     train_tokens,
 )
 
@@ -369,6 +374,51 @@ def test_one_thread_is_deterministic_and_two_threads_train_as_much():
     two = run(7, 2)
     assert abs(two[2] - a[2]) < 0.02 * a[2]  # the same amount of work, split between threads
     assert two[1] / two[2] == pytest.approx(a[1] / a[2], rel=0.05)  # and the same loss
+
+
+def test_one_thread_trains_the_range_as_one_piece():
+    stream = zipf_stream(n_tokens=20_000)
+    cuts, alphas = piece_plan(stream, 0.05, 0.01, threads=1)
+    assert cuts.tolist() == [0, len(stream)] and alphas.tolist() == [0.05, 0.01]
+
+
+def test_threads_take_pieces_in_order_each_at_the_rate_of_its_own_position(monkeypatch):
+    """Two threads: every piece (cut after a sentence end) is trained once, with the range's
+    linear rate at the piece's own raw positions, as word2vec.c's α follows the words done by
+    all threads (a thread does not run the schedule over a part of its own), and with its own
+    generator; a thread held up on a piece leaves every other piece to the free thread."""
+    stream = zipf_stream(n_tokens=60_000)
+    n = len(stream)
+    t = tables_for("skipgram", "negative", np.bincount(stream))
+    calls, rest_done = [], threading.Event()
+    expected_pieces = -(-n // PIECE_TOKENS)
+
+    def fake_range(tokens, lo, hi, *args):
+        alpha_lo, alpha_hi, seed = args[12], args[13], args[16]
+        if lo == 0:
+            rest_done.wait(timeout=20)  # the first piece is slow until all the others are done
+        calls.append((lo, hi, alpha_lo, alpha_hi, int(seed), threading.get_ident()))
+        if len(calls) == expected_pieces - 1 and lo != 0:
+            rest_done.set()
+        return 0.5, hi - lo, 0, seed
+
+    monkeypatch.setattr(word2vec_kernel, "train_range", fake_range)
+    syn0, syn1 = random_weights(V)
+    loss, pairs = train_tokens(stream, syn0, syn1, t, 0.05, 0.01, 0.0, seed=7, threads=2)
+    assert rest_done.is_set()  # the free thread did every other piece while one was held up
+    calls.sort()
+    lo, hi = np.array([c[0] for c in calls]), np.array([c[1] for c in calls])
+    assert len(calls) == expected_pieces and pairs == n and loss == 0.5 * len(calls)
+    assert lo[0] == 0 and hi[-1] == n and np.array_equal(lo[1:], hi[:-1])  # each token once
+    assert (stream[hi[:-1] - 1] == EOS).all()
+    assert (hi - lo <= PIECE_TOKENS + 32).all()  # sentences are < 32 tokens
+    assert np.abs(hi - lo - n / len(calls)).max() < 40
+    rate_lo, rate_hi = 0.05 - 0.04 * lo / n, 0.05 - 0.04 * hi / n  # the range's linear rate
+    np.testing.assert_allclose([c[2] for c in calls], rate_lo, rtol=1e-12)
+    np.testing.assert_allclose([c[3] for c in calls], rate_hi, rtol=1e-12)
+    assert [c[4] for c in calls] == [splitmix64(7 + i) for i in range(len(calls))]
+    held = calls[0][5]
+    assert [c[5] for c in calls].count(held) == 1  # the held-up thread took the first only
 
 
 # ---------------------------------------------------------------------------------- the model

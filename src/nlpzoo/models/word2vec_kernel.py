@@ -44,12 +44,17 @@ The loss of a row is −log σ(f) (label 1) or −log σ(−f) (label 0); `train
 over the rows it scored and the number of pairs (so loss_sum / pairs is the mean loss per
 pair). Hierarchical-softmax rows skipped by `max_exp` still count their loss.
 
-Threads (`train_tokens`): the token range is cut at sentence ends into `threads` parts, and each
-part is trained by its own Python thread calling `train_range` (compiled with nogil, so threads
-run in parallel) on the same weight arrays, without locks (Hogwild: Recht, Re, Wright & Niu
-2011; the way word2vec.c's and gensim's worker threads train). Each thread has its own
-generator, seeded from (seed, thread); its rate falls from the range's first to its last rate
-over its own part, since the parts advance together. With one thread a run is deterministic.
+Threads (`train_tokens`): with several threads the token range is cut at sentence ends into
+pieces of about PIECE_TOKENS raw tokens, and the pieces are handed out in order to whichever of
+`threads` Python threads is free, each calling `train_range` (compiled with nogil, so threads run
+in parallel) on the same weight arrays, without locks (Hogwild: Recht, Re, Wright & Niu 2011; the
+way word2vec.c's and gensim's worker threads train). Two things follow, as in word2vec.c, where
+every thread's α comes from the words done by all threads together: a piece's rate is the
+range's linear rate at the piece's raw positions, wherever and whenever it is trained, so the
+schedule is the one thread's; and a thread that is slowed down (another process on its core, a
+piece with more work) takes fewer pieces instead of keeping the other waiting at the end of the
+range. Each piece has its own generator, seeded from (seed, piece). One thread trains the range
+as one piece: a deterministic run.
 
 For tests, `train_range` can also record what it drew (record mode, arrays with rows): per pair
 the contexts in their window slots, the centre, the noise words and α; and per word the number
@@ -140,10 +145,13 @@ def _row(hm, hr, syn1, row, label, neu1e, alpha, skip_beyond):
     if skip_beyond > 0.0 and abs(x) >= skip_beyond:
         return loss
     g = np.float32((label - sig) * alpha)
+    # one pass: neu1e takes g·u with the row's old value, then the row moves (word2vec.c's
+    # two loops, element by element the same); reading the row once is faster, and the row is
+    # written sooner after it was read (another thread updating it meanwhile is lost less often)
     for c in range(d):
-        neu1e[c] += g * syn1[row, c]
-    for c in range(d):
-        syn1[row, c] += g * hm[hr, c]
+        u = syn1[row, c]
+        neu1e[c] += g * u
+        syn1[row, c] = u + g * hm[hr, c]
     return loss
 
 
@@ -509,6 +517,26 @@ def _pool(threads: int) -> ThreadPoolExecutor:
         return _POOLS[threads]
 
 
+PIECE_TOKENS = 4096  # raw tokens a thread takes at a time when several threads share a range
+
+
+def piece_plan(
+    tokens: np.ndarray, alpha_start: float, alpha_end: float, threads: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """How `train_tokens` cuts its range: piece i is raw positions cuts[i]..cuts[i+1] (cut right
+    after a sentence end) and its rate falls from alphas[i] to alphas[i+1], the range's linear
+    rate at those two positions. One piece for one thread; with more, about
+    len / PIECE_TOKENS pieces (at least `threads`)."""
+    n = len(tokens)
+    parts = 1 if threads <= 1 else max(int(threads), -(-n // PIECE_TOKENS))
+    cuts = np.unique(sentence_cuts(tokens, parts))  # a sentence longer than a piece: no repeat
+    if len(cuts) < 2:  # an empty range: one empty piece
+        cuts = np.zeros(2, dtype=np.int64)
+    alphas = alpha_start + (alpha_end - alpha_start) * (cuts / max(n, 1))
+    alphas[0], alphas[-1] = alpha_start, alpha_end  # exactly, without rounding
+    return cuts, alphas
+
+
 def train_tokens(
     tokens: np.ndarray,
     syn0: np.ndarray,
@@ -522,8 +550,10 @@ def train_tokens(
     max_exp: float = MAX_EXP,
 ) -> tuple[float, int]:
     """Trains on all of `tokens` (raw ids, sentences ended by `</s>`) with `threads` Hogwild
-    threads; α falls linearly from alpha_start to alpha_end over each thread's part, floored at
-    min_alpha. Thread t's generator starts at splitmix64(seed + t). Returns (loss sum, pairs)."""
+    threads; α falls linearly from alpha_start to alpha_end with the raw position in `tokens`,
+    whichever thread trains it, floored at min_alpha. The pieces of `piece_plan` go, in order,
+    to whichever thread is free; piece i's generator starts at splitmix64(seed + i) (one piece
+    with one thread). Returns (loss sum, pairs)."""
     if syn0.dtype != np.float32 or syn1.dtype != np.float32:
         raise TypeError("the kernel trains float32 weights")
     if not (syn0.flags.c_contiguous and syn1.flags.c_contiguous):
@@ -534,11 +564,12 @@ def train_tokens(
             f"token ids must be in 0..{len(tables.p_keep) - 1} (the vocabulary), got "
             f"{int(tokens.min())}..{int(tokens.max())}"
         )
-    cuts = sentence_cuts(tokens, max(int(threads), 1))
+    threads = max(int(threads), 1)
+    cuts, alphas = piece_plan(tokens, float(alpha_start), float(alpha_end), threads)
     recs = _empty_records(tables.window, tables.negative, len(tables.p_keep))
     t = tables
 
-    def part(i: int) -> tuple[float, int]:
+    def piece(i: int) -> tuple[float, int]:
         loss, pairs, _, _ = train_range(
             tokens,
             int(cuts[i]),
@@ -555,8 +586,8 @@ def train_tokens(
             t.hs,
             t.window,
             t.negative,
-            float(alpha_start),
-            float(alpha_end),
+            float(alphas[i]),
+            float(alphas[i + 1]),
             float(min_alpha),
             float(max_exp),
             np.uint64(splitmix64(int(seed) + i)),
@@ -564,8 +595,25 @@ def train_tokens(
         )
         return loss, pairs
 
-    n_parts = len(cuts) - 1
-    results = [part(0)] if n_parts == 1 else list(_pool(n_parts).map(part, range(n_parts)))
+    n_pieces = len(cuts) - 1
+    workers = min(threads, n_pieces)
+    if workers == 1:
+        results = [piece(i) for i in range(n_pieces)]
+    else:
+        queue = iter(range(n_pieces))
+        lock = threading.Lock()
+
+        def worker(_: int) -> tuple[float, int]:
+            loss, pairs = 0.0, 0
+            while True:
+                with lock:
+                    i = next(queue, None)
+                if i is None:
+                    return loss, pairs
+                piece_loss, piece_pairs = piece(i)  # train_range runs without the GIL
+                loss, pairs = loss + piece_loss, pairs + piece_pairs
+
+        results = list(_pool(workers).map(worker, range(workers)))
     return float(sum(r[0] for r in results)), int(sum(r[1] for r in results))
 
 
