@@ -2,6 +2,8 @@
 # TORCH is the pip requirement used for PyTorch; CI pins a CPU build (TORCH=torch==2.13.0).
 PYTHON ?= python3
 TORCH ?= torch
+# runs trained side by side by `make repro` (python -m nlpzoo repro; 1 = plain `dvc repro`)
+JOBS ?= 2
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -19,7 +21,7 @@ install: $(STAMP)
 
 repro: $(STAMP)
 	test -d .dvc || $(BIN)/dvc init --quiet
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m nlpzoo repro --jobs $(JOBS)
 
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q

@@ -1,7 +1,8 @@
 """Render the report from metrics/, plots/, eval/ and the runs' word vectors.
 
 Usage: python stages/report.py
-Writes reports/report.md, reports/index.html (one self-contained file) and reports/figures/.
+Reads timings/STAGE.json of the stages before it. Writes reports/report.md, reports/index.html
+(one self-contained file) and reports/figures/.
 """
 
 import hashlib
@@ -39,6 +40,7 @@ def main(argv: list[str]) -> None:
         eval_dir=base / "eval",
         models_dir=base / "models",
         out_dir=base / "reports",
+        timings_dir=base / "timings",  # each earlier stage's time (nlpzoo.cli.write_timing)
         params=params,  # its enabled runs of `models:`; other metrics files are only listed
         config=build(ReportConfig, params.get("report"), "report"),
         provenance=provenance,

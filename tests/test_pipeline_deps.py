@@ -129,3 +129,26 @@ def test_disabled_runs_get_no_stages():
     stages = pipeline.stages(params, ROOT)
     assert "train-glove" not in stages and "evaluate-glove" not in stages
     assert "train-svd" in stages and "metrics/glove.json" not in stages["report"]["deps"]
+
+
+def test_every_stage_records_its_time_and_the_report_reads_the_others():
+    stages = pipeline.stages(PARAMS, ROOT)
+    timing = {"cache": False}
+    for name, stage in stages.items():
+        outs = stage.get("do", stage).get("outs", [])
+        own = f"timings/{name}@${{item}}.json" if "foreach" in stage else f"timings/{name}.json"
+        assert {own: timing} in outs, name
+    deps = [d for d in stages["report"]["deps"] if d.startswith("timings/")]
+    data = [f"{s}@{r}" for s, roles in pipeline.DATA_ROLES.items() for r in roles]
+    runs = [f"{k}-{n}" for n in RUNS for k in ("train", "evaluate")]
+    assert deps == [f"timings/{s}.json" for s in [*data, "cooccur", *runs, "mixture"]]
+    assert "timings/report.json" not in stages["report"]["deps"]
+    # the committed dvc.yaml too, and DVC expands the foreach names as the stages write them
+    committed = _dvc_stages()
+    assert {"timings/corpus@${item}.json": timing} in committed["corpus"]["do"]["outs"]
+    assert [d for d in committed["report"]["deps"] if d.startswith("timings/")] == deps
+
+
+def test_timings_are_not_git_ignored():
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+    assert not {"timings", "timings/", "/timings", "/timings/"} & set(ignored)

@@ -2,6 +2,7 @@
 
 python -m nlpzoo validate [params.yaml]          check a params file, running nothing
 python -m nlpzoo pipeline [--check]              write dvc.yaml from params.yaml and the code
+python -m nlpzoo repro [--jobs N]                `dvc repro` with N runs side by side (make repro)
 python -m nlpzoo translate --run RUN [FILE]      translate lines (stdin by default) with the
                                                  trained translation run models/RUN/
 python -m nlpzoo generate --run RUN              sample text from a language model
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     pipe.add_argument("--check", action="store_true", help="only check that dvc.yaml is current")
     pipe.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
+    sub.add_parser("repro", help="dvc repro with N runs trained side by side (`make repro`)")
     tr = sub.add_parser("translate", help="translate source lines with a trained run")
     which = tr.add_mutually_exclusive_group(required=True)
     which.add_argument("--run", help="a translation run trained into models/RUN/")
@@ -44,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--models", type=Path, default=Path("models"), help="the models/ folder")
     use.add_commands(sub)  # generate, score, neighbours, analogy
     parser.set_defaults(handler=None)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["repro"]:  # its own options, and any of `dvc repro` after them
+        from nlpzoo import repro
+
+        return repro.main(argv[1:])
     args = parser.parse_args(argv)
     if args.handler is not None:
         return use.run_command(args)
@@ -51,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return _translate(args)
     if args.command == "pipeline":
         return _pipeline(args)
+
     if args.command == "validate":
         from nlpzoo.cli import load_params
 

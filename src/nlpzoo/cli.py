@@ -6,6 +6,7 @@ import errno
 import logging
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -43,15 +44,17 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
     warnings.filterwarnings("ignore", message=r".*treespec.*LeafSpec.*")
     for noisy in ("alembic", "mlflow", "pytorch_lightning", "lightning", "lightning_fabric"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from nlpzoo.pipeline import stage_name, timing_file
+
+    stage = stage_name(sys.argv)
     trace = os.environ.get("NLPZOO_TRACE_MODULES")
     if trace:  # tests: which nlpzoo modules a stage loaded (checked against dvc.yaml's deps)
         import atexit
 
-        script = Path(sys.argv[0]).stem
-        name = f"{script}-{sys.argv[1]}" if script in ("train", "evaluate") else script
-        atexit.register(_write_loaded_modules, Path(trace) / f"{name}.txt")
+        atexit.register(_write_loaded_modules, Path(trace) / f"{stage}.txt")
     try:
         main(sys.argv[1:])
+        write_timing(root() / timing_file(stage), stage)
     except NlpzooError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
@@ -75,6 +78,40 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+def write_timing(path: Path, stage: str) -> dict[str, Any]:
+    """Record how long this process (the stage) ran: wall seconds since the process started,
+    CPU seconds (user + system), torch's thread count when torch is loaded (else None), the
+    load average at the end, and the start and end times (UTC). Written atomically."""
+    import json
+
+    import psutil
+
+    from nlpzoo.io import atomic_write_text
+
+    proc = psutil.Process()
+    started = proc.create_time()
+    finished = time.time()
+    cpu = proc.cpu_times()
+    torch = sys.modules.get("torch")
+    record = {
+        "stage": stage,
+        "seconds": round(finished - started, 2),
+        "cpu_seconds": round(cpu.user + cpu.system, 2),
+        "threads": torch.get_num_threads() if torch is not None else None,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "started": _utc(started),
+        "finished": _utc(finished),
+    }
+    atomic_write_text(Path(path), json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _utc(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _write_loaded_modules(path: Path) -> None:

@@ -248,6 +248,10 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     and log both to the run's MLflow run."""
     run = Run.of(params, name, root)
     task = task_of(run.family)
+    if run.trainer.threads:  # as in training: `make repro` evaluates beside another run's training
+        import torch
+
+        torch.set_num_threads(run.trainer.threads)
     tracker = Tracker.resume(run.model_dir, name)
     t0 = time.time()
     model = load_model(run.model_dir)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,33 @@ HEADER = (
 DATA_ROLES = {"corpus": ["lm", "mt", "eval"], "prepare": ["lm", "mt"], "vocab": ["lm", "mt"]}
 # where the evaluation sets of the word-vector protocol live (corpus@eval)
 EVAL_SETS = "data/raw/eval"
+# each stage's wall and CPU time, written by `nlpzoo.cli.run_stage` (the report's last table)
+TIMINGS = "timings"
+
+
+def stage_name(argv: list[str]) -> str:
+    """The dvc.yaml stage a stage script's command line runs: `stages/corpus.py lm` ->
+    `corpus@lm` (a foreach stage), `stages/train.py RUN` -> `train-RUN`, `stages/mixture.py`
+    -> `mixture`."""
+    script = Path(argv[0]).stem
+    if script in ("train", "evaluate") and len(argv) > 1:
+        return f"{script}-{argv[1]}"
+    if script in DATA_ROLES and len(argv) > 1:
+        return f"{script}@{argv[1]}"
+    return script
+
+
+def timing_file(stage: str) -> str:
+    """Where stage `stage` records its time, relative to the project root."""
+    return f"{TIMINGS}/{stage}.json"
+
+
+def stage_order(runs: Iterable[str]) -> list[str]:
+    """Every stage before `report`, in pipeline order: the data stages, then train-RUN and
+    evaluate-RUN per run of `runs` (the enabled runs of `models:`, in order), then mixture."""
+    data = [f"{stage}@{role}" for stage, roles in DATA_ROLES.items() for role in roles]
+    per_run = [f"{k}-{name}" for name in runs for k in ("train", "evaluate")]
+    return [*data, "cooccur", *per_run, "mixture"]
 
 
 def package_dir(root: Path) -> Path:
@@ -181,7 +209,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": "python stages/corpus.py ${item}",
             "deps": script_code(root, "corpus"),
             "params": _present(params, "lm", "mt"),
-            "outs": ["data/raw/${item}"],
+            "outs": ["data/raw/${item}", _timing("corpus@${item}")],
         },
     }
     out["prepare"] = {
@@ -190,7 +218,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": "python stages/prepare.py ${item}",
             "deps": [*script_code(root, "prepare"), "data/raw/${item}"],
             "params": ["${item}"],
-            "outs": ["data/prepared/${item}"],
+            "outs": ["data/prepared/${item}", _timing("prepare@${item}")],
         },
     }
     out["vocab"] = {
@@ -199,14 +227,14 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": "python stages/vocab.py ${item}",
             "deps": [*script_code(root, "vocab"), "data/prepared/${item}"],
             "params": ["vocab.${item}", *_present(params, "seed")],
-            "outs": ["data/vocab/${item}"],
+            "outs": ["data/vocab/${item}", _timing("vocab@${item}")],
         },
     }
     out["cooccur"] = {
         "cmd": "python stages/cooccur.py",
         "deps": [*script_code(root, "cooccur"), "data/prepared/lm", "data/vocab/lm"],
         "params": _present(params, "cooccur"),
-        "outs": ["data/cooccur"],
+        "outs": ["data/cooccur", _timing("cooccur")],
     }
     run_params = {}
     for name in specs:
@@ -217,7 +245,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": f"python stages/train.py {name}",
             "deps": [*run_code(root, "train", spec.family), f"data/{spec.data}"],
             "params": [*run_params[name], *_present(params, "trainer", "seed")],
-            "outs": [f"models/{name}"],
+            "outs": [f"models/{name}", _timing(f"train-{name}")],
             "plots": [{f"plots/{name}.csv": {"cache": False, "x": "epoch", "y": _curve_y(spec)}}],
         }
     for name, spec in specs.items():
@@ -230,8 +258,11 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
                 f"data/{spec.data}",
                 *extra,
             ],
-            "params": [*run_params[name], *_present(params, *(["evaluation"] if extra else []))],
-            "outs": [f"eval/{name}"],
+            "params": [
+                *run_params[name],
+                *_present(params, "trainer", *(["evaluation"] if extra else [])),
+            ],
+            "outs": [f"eval/{name}", _timing(f"evaluate-{name}")],
             "metrics": [{f"metrics/{name}.json": {"cache": False}}],
         }
     lms = [name for name, spec in specs.items() if spec.task == "lm"]
@@ -239,6 +270,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         "cmd": "python stages/mixture.py",
         "deps": [*script_code(root, "mixture"), *(f"eval/{name}" for name in lms)],
         "params": [*_present(params, "mixture"), *(f"models.{name}" for name in lms)],
+        "outs": [_timing("mixture")],
         "metrics": [{"metrics/mixtures.json": {"cache": False}}],
     }
     out["report"] = {
@@ -252,11 +284,18 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             *(f"models/{name}" for name, s in specs.items() if s.task != "mt"),
             "data/vocab/lm/stats.json",
             "data/vocab/mt/stats.json",
+            *(timing_file(stage) for stage in stage_order(specs)),  # not its own
         ],
         "params": [{"params.yaml": None}],
-        "outs": [{"reports": {"cache": False}}],
+        "outs": [{"reports": {"cache": False}}, _timing("report")],
     }
     return out
+
+
+def _timing(stage: str) -> dict:
+    """A stage's timing file as an out: not cached (git keeps it, like metrics/), so a stage
+    that is not rerun keeps the time of its last run."""
+    return {timing_file(stage): {"cache": False}}
 
 
 def _present(params: dict, *sections: str) -> list[str]:

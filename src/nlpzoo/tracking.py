@@ -129,15 +129,7 @@ class Tracker:
             from mlflow import MlflowClient
 
             client = MlflowClient(tracking_uri=uri)
-            exp = client.get_experiment_by_name(experiment)
-            if exp is None:
-                kwargs = {}
-                if uri.startswith("sqlite:///"):
-                    # artifacts beside the database, not in MLflow's working-directory default
-                    kwargs["artifact_location"] = (Path(uri[10:]).parent / "mlartifacts").as_uri()
-                exp_id = client.create_experiment(experiment, **kwargs)
-            else:
-                exp_id = exp.experiment_id
+            exp_id = _experiment_id(client, uri, experiment)
             root = project_root()
             tags = {
                 "nlpzoo.run": run_name,
@@ -249,6 +241,26 @@ class Tracker:
 
     def finish(self, status: str = "FINISHED") -> None:
         self._call("set_terminated", status=status)
+
+
+def _experiment_id(client: Any, uri: str, experiment: str) -> str:
+    exp = client.get_experiment_by_name(experiment)
+    if exp is not None:
+        return exp.experiment_id
+    kwargs = {}
+    if uri.startswith("sqlite:///"):
+        # artifacts beside the database, not in MLflow's working-directory default
+        kwargs["artifact_location"] = (Path(uri[10:]).parent / "mlartifacts").as_uri()
+    return client.create_experiment(experiment, **kwargs)
+
+
+def prepare_store(experiment: str = "nlpzoo") -> str:
+    """Create the tracking database and the experiment now, in one process: runs started side
+    by side (`python -m nlpzoo repro --jobs 2`) would otherwise race to create both."""
+    from mlflow import MlflowClient
+
+    uri = tracking_uri()
+    return _experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
 
 
 def _log_pytorch_model(client: Any, run_id: str, uri: str, model: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -526,3 +527,59 @@ def test_rendering_imports_no_torch(tmp_path):
     ).stdout
     assert out.strip().splitlines()[-1] == "[]"
     assert (dirs["reports"] / "figures" / "projection_nnlm.png").is_file()
+
+
+def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
+    """timings/STAGE.json of every stage before the report (nlpzoo.cli.write_timing), in
+    pipeline order; a missing or broken file is "not recorded"."""
+    dirs = _project(tmp_path)
+    timings = tmp_path / "timings"
+    order = [
+        *("corpus@lm", "corpus@mt", "corpus@eval", "prepare@lm", "prepare@mt"),
+        *("vocab@lm", "vocab@mt", "cooccur"),
+        *("train-nnlm", "evaluate-nnlm", "train-ngram", "evaluate-ngram", "mixture"),
+    ]
+    t0 = datetime(2025, 1, 2, 10, 0, tzinfo=timezone.utc)
+    for i, stage in enumerate(order):
+        if stage == "evaluate-nnlm":
+            continue  # never ran
+        start = t0 + timedelta(seconds=30 * i)  # 75 s each, every 30 s: they overlap
+        _write(
+            timings / f"{stage}.json",
+            {
+                "stage": stage,
+                "seconds": 75.4,
+                "cpu_seconds": 150.0 if stage.startswith("train") else 60.0,
+                "threads": 8 if stage.startswith(("train", "evaluate")) else None,
+                "load_average": [1.25, 1.0, 0.5],
+                "started": start.isoformat(),
+                "finished": (start + timedelta(seconds=75.4)).isoformat(),
+            },
+        )
+    (timings / "cooccur.json").write_text("{not json")
+    _write(timings / "report.json", {"stage": "report", "seconds": 9999})  # not shown
+    text = _render(dirs, {"nnlm": "nnlm", "ngram": "ngram"}, timings_dir=timings)
+
+    section = "## 6. Time per stage (last `dvc repro`)"
+    assert section in text and text.index(section) < text.index("## Missing or incomplete")
+    rows = _rows(text, section)
+    assert [k.strip("`") for k in rows][1 : len(order) + 1] == order  # after the header
+    assert rows["`corpus@lm`"] == "| `corpus@lm` | 1:15 | 1:00 | – | 1.25 |"
+    assert rows["`train-nnlm`"] == "| `train-nnlm` | 1:15 | 2:30 | 8 | 1.25 |"
+    assert "not recorded" in rows["`evaluate-nnlm`"] and "not recorded" in rows["`cooccur`"]
+    assert "report" not in "".join(rows)
+    # 11 recorded stages of 75.4 s; two train stages at 150 s CPU, nine at 60 s
+    assert rows["**sum of the stages**"].split("|")[2:4] == [" 13:49 ", " 14:00 "]
+    # the first starts at 10:00:00, the last (mixture, 13th) finishes at 10:07:15.4
+    assert rows["**elapsed**, first start to last finish"].split("|")[2] == " 7:15 "
+    html = (dirs["reports"] / "index.html").read_text()
+    assert "<td><code>train-nnlm</code></td><td>1:15</td>" in html
+
+
+def test_time_per_stage_when_nothing_was_recorded(tmp_path):
+    dirs = _project(tmp_path)
+    text = _render(dirs, {"svd": "svd"}, timings_dir=tmp_path / "timings")
+    rows = _rows(text, "## 6. Time per stage")
+    assert list(rows)[-3:] == ["`train-svd`", "`evaluate-svd`", "`mixture`"]
+    assert all("not recorded" in r for k, r in rows.items() if k != "stage")
+    assert "## 6." not in _render(dirs, {"svd": "svd"})  # no timings_dir: no section

@@ -3,8 +3,9 @@ and `reports/figures/*.png` from the pipeline's metrics, curves and evaluation a
 
 Sections: header (data, vocabularies, params hash, git revision, DVC experiment), 1 language
 modelling (with each model's samples from one prompt), 2 word vectors (with a small analogy
-table), 3 translation, 4 cost, 5 learning curves, and a footer listing the runs that are missing
-or incomplete. Any subset of runs renders; what is absent is listed, not fatal.
+table), 3 translation, 4 cost, 5 learning curves, 6 time per stage (timings/, when given), and a
+footer listing the runs that are missing or incomplete. Any subset of runs renders; what is
+absent is listed, not fatal.
 
 The runs shown are exactly the enabled runs of params' `models:` (`build_report(runs=...)`), each
 in the section of its family's task (`nlpzoo.families`); metrics files of other runs are only
@@ -25,6 +26,7 @@ from nlpzoo.config import build
 from nlpzoo.families import FAMILIES, TASKS
 from nlpzoo.io import atomic_dir, atomic_write_text
 from nlpzoo.params import MixtureConfig, ReportConfig, parse_models
+from nlpzoo.pipeline import stage_order
 from nlpzoo.report import figures, tables
 from nlpzoo.report.document import (
     Block,
@@ -42,6 +44,7 @@ from nlpzoo.report.inputs import (
     load_curve,
     load_json,
     load_runs,
+    load_timings,
     read_vectors,
     task_of,
 )
@@ -59,6 +62,7 @@ def build_report(
     eval_dir: Path,
     models_dir: Path,
     out_dir: Path,
+    timings_dir: Path | None = None,
     runs: dict[str, str] | None = None,
     params: dict[str, Any] | None = None,
     config: ReportConfig | None = None,
@@ -67,6 +71,7 @@ def build_report(
 ) -> str:
     """Render the report of `runs`, run -> family; by default the enabled runs of `params`'
     `models:` (`nlpzoo.params.parse_models`). Metrics files of other runs are only listed.
+    With `timings_dir`, a last section shows each stage's time (timings/STAGE.json).
 
     Returns the Markdown text; writes `out_dir` as a whole (report.md, index.html, figures/).
     With `mlflow`, each run's figures are also attached to its MLflow run (the one recorded in
@@ -90,6 +95,8 @@ def build_report(
         blocks += _translation(ctx, fig_dir)
         blocks += _cost(ctx)
         blocks += _curves(ctx, fig_dir)
+        if timings_dir is not None:
+            blocks += _timings(load_timings(Path(timings_dir), stage_order(runs)))
         blocks += _footer(ctx, missing, ignored)
         text = to_markdown(blocks, tmp)
         atomic_write_text(tmp / "report.md", text)
@@ -525,6 +532,24 @@ def _curves(ctx: _Context, fig_dir: Path) -> list[Block]:
         *figs,
     ]
     return blocks
+
+
+# --------------------------------------------------------------------------- 6 time per stage
+
+
+def _timings(timings: dict[str, dict | None]) -> list[Block]:
+    return [
+        Heading("6. Time per stage (last `dvc repro`)"),
+        Para(
+            "Each stage records its own time when it succeeds (`timings/STAGE.json`): the "
+            "process's wall time, its CPU time (user + system, all threads), torch's thread "
+            "count where it loads torch, and the 1-minute load average at its end; a stage DVC "
+            "did not rerun keeps the record of its last run. The elapsed time, from the first "
+            "start to the last finish, is shorter than the sum of the stages when stages ran in "
+            "parallel, and longer when time passed between them."
+        ),
+        Table(tables.timings_table(timings)),
+    ]
 
 
 # --------------------------------------------------------------------------- footer

@@ -12,6 +12,7 @@ eval/RUN/                 neighbours.json, analogies.json, LM samples.json, MT s
                           attention arrays
 models/RUN/vectors.txt    word2vec text format; only the rows of the probe words are read
 data/vocab/TASK/stats.json  vocabulary size and split sizes, for the header
+timings/STAGE.json        each stage's wall and CPU time (`nlpzoo.cli.write_timing`)
 """
 
 from __future__ import annotations
@@ -167,3 +168,13 @@ def load_json(path: Path) -> Any:
         return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def load_timings(timings_dir: Path, stages: list[str]) -> dict[str, dict | None]:
+    """stage -> its timings/STAGE.json record, in the order of `stages`; None where the file
+    is missing or unreadable (not recorded)."""
+    found: dict[str, dict | None] = {}
+    for stage in stages:
+        record = load_json(Path(timings_dir) / f"{stage}.json")
+        found[stage] = record if isinstance(record, dict) else None
+    return found

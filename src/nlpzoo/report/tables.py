@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -275,3 +276,63 @@ def cost_table(runs: list[Run]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- time per stage
+
+
+def duration(seconds: Any) -> str:
+    """m:ss, or h:mm:ss from an hour on."""
+    x = _num(seconds)
+    if x is None:
+        return DASH
+    m, s = divmod(round(x), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
+def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
+    """One row per stage (timings/STAGE.json, in the given order; "not recorded" where there is
+    none), then the sum of the stages' wall and CPU times and the elapsed span from the
+    earliest start to the latest finish."""
+    rows = []
+    for stage, t in timings.items():
+        if t is None:
+            rows.append({"stage": f"`{stage}`", "wall time": "not recorded"})
+            continue
+        load = t.get("load_average")
+        rows.append(
+            {
+                "stage": f"`{stage}`",
+                "wall time": duration(t.get("seconds")),
+                "CPU time": duration(t.get("cpu_seconds")),
+                "threads": fmt(t.get("threads"), ".0f"),
+                "load (1 min)": fmt(load[0] if isinstance(load, list) and load else None, ".2f"),
+            }
+        )
+    recorded = [t for t in timings.values() if t is not None]
+    if recorded:
+        wall = [_num(t.get("seconds")) for t in recorded]
+        cpu = [_num(t.get("cpu_seconds")) for t in recorded]
+        starts = [x for x in (_time(t.get("started")) for t in recorded) if x is not None]
+        ends = [x for x in (_time(t.get("finished")) for t in recorded) if x is not None]
+        span = (max(ends) - min(starts)).total_seconds() if starts and ends else None
+        rows.append(
+            {
+                "stage": "**sum of the stages**",
+                "wall time": duration(sum(x for x in wall if x is not None)),
+                "CPU time": duration(sum(x for x in cpu if x is not None)),
+            }
+        )
+        rows.append(
+            {"stage": "**elapsed**, first start to last finish", "wall time": duration(span)}
+        )
+    columns = ["stage", "wall time", "CPU time", "threads", "load (1 min)"]
+    return pd.DataFrame(rows, columns=columns).fillna(DASH)

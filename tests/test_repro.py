@@ -1,0 +1,106 @@
+"""`python -m nlpzoo repro --jobs N`: the order of the runs and the three steps (no real DVC)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nlpzoo import repro
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def _record(root: Path, stage: str, seconds: float) -> None:
+    (root / "timings").mkdir(exist_ok=True)
+    (root / "timings" / f"{stage}.json").write_text(json.dumps({"seconds": seconds}))
+
+
+def test_schedule_without_records_puts_translation_first_then_lms(params, tmp_path):
+    order = repro.schedule(params, tmp_path)
+    tasks = [repro.parse_models(params)[r].task for r in order]
+    assert tasks == sorted(tasks, key=repro.TASK_ORDER.get)
+    assert set(order) == set(repro.parse_models(params))
+    params["attention"]["trainer"]["max_epochs"] = 99  # more epochs: earlier among its task
+    assert repro.schedule(params, tmp_path)[0] == "attention"
+
+
+def test_schedule_uses_the_recorded_wall_times_longest_first(params, tmp_path):
+    _record(tmp_path, "train-svd", 500)
+    _record(tmp_path, "evaluate-svd", 100)
+    _record(tmp_path, "train-nnlm", 550)
+    _record(tmp_path, "train-seq2seq", 20)
+    order = repro.schedule(params, tmp_path)
+    assert order[:3] == ["svd", "nnlm", "seq2seq"]  # 600, 550, 20 s; unrecorded runs after
+    assert repro.recorded_seconds(tmp_path, "svd") == 600
+    assert repro.recorded_seconds(tmp_path, "glove") is None
+
+
+def test_schedule_skips_disabled_runs(params, tmp_path):
+    params["models"]["svd"]["enabled"] = False
+    assert "svd" not in repro.schedule(params, tmp_path)
+
+
+def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_path, monkeypatch):
+    calls: list[list[str]] = []
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    def call(cmd, cwd=None):
+        calls.append(cmd)
+        return 0
+
+    def arm(run, console, extra):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.02)
+        with lock:
+            active[0] -= 1
+            calls.append(["arm", run])
+        return 0
+
+    monkeypatch.setattr(repro.subprocess, "call", call)
+    monkeypatch.setattr(repro, "_run_arm", arm)
+    monkeypatch.setattr("nlpzoo.tracking.prepare_store", lambda experiment: "0")
+    assert repro.run(params, tmp_path, jobs=2) == 0
+    assert calls[0] == ["dvc", "repro", "--wait-for-lock", *repro.DATA_STAGES]
+    assert calls[-1] == ["dvc", "repro", "--wait-for-lock"]
+    arms = [c[1] for c in calls if c[0] == "arm"]
+    assert sorted(arms) == sorted(repro.parse_models(params))
+    assert peak[0] == 2
+
+
+def test_a_failed_run_stops_the_queue_and_the_final_step(params, tmp_path, monkeypatch):
+    calls: list[list[str]] = []
+    monkeypatch.setattr(repro.subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 0)
+    monkeypatch.setattr("nlpzoo.tracking.prepare_store", lambda experiment: "0")
+    ran: list[str] = []
+
+    def arm(run, console, extra):
+        ran.append(run)
+        if run == "seq2seq":  # the first in the queue fails at once; the other worker is busy
+            return 1
+        time.sleep(0.2)
+        return 0
+
+    monkeypatch.setattr(repro, "_run_arm", arm)
+    assert repro.run(params, tmp_path, jobs=1 + 1) == 1
+    assert ran[0] == "seq2seq" and len(ran) <= 2  # at most the other worker's run began
+    assert calls == [["dvc", "repro", "--wait-for-lock", *repro.DATA_STAGES]]
+
+
+def test_one_job_is_plain_dvc_repro(params, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(repro.subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 0)
+    assert repro.run(params, tmp_path, jobs=1, extra=["-f"]) == 0
+    assert calls == [["dvc", "repro", "--wait-for-lock", "-f"]]
