@@ -73,8 +73,8 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
     monkeypatch.setattr(repro, "_run_arm", arm)
     monkeypatch.setattr("nlpzoo.tracking.prepare_store", lambda experiment: "0")
     assert repro.run(params, tmp_path, jobs=2) == 0
-    assert calls[0] == ["dvc", "repro", "--wait-for-lock", *repro.DATA_STAGES]
-    assert calls[-1] == ["dvc", "repro", "--wait-for-lock"]
+    assert calls[0] == ["dvc", "--wait-for-lock", "repro", *repro.DATA_STAGES]
+    assert calls[-1] == ["dvc", "--wait-for-lock", "repro"]
     arms = [c[1] for c in calls if c[0] == "arm"]
     assert sorted(arms) == sorted(repro.parse_models(params))
     assert peak[0] == 2
@@ -96,11 +96,11 @@ def test_a_failed_run_stops_the_queue_and_the_final_step(params, tmp_path, monke
     monkeypatch.setattr(repro, "_run_arm", arm)
     assert repro.run(params, tmp_path, jobs=1 + 1) == 1
     assert ran[0] == "seq2seq" and len(ran) <= 2  # at most the other worker's run began
-    assert calls == [["dvc", "repro", "--wait-for-lock", *repro.DATA_STAGES]]
+    assert calls == [["dvc", "--wait-for-lock", "repro", *repro.DATA_STAGES]]
 
 
 def test_one_job_is_plain_dvc_repro(params, tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(repro.subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 0)
     assert repro.run(params, tmp_path, jobs=1, extra=["-f"]) == 0
-    assert calls == [["dvc", "repro", "--wait-for-lock", "-f"]]
+    assert calls == [["dvc", "--wait-for-lock", "repro", "-f"]]

@@ -6,12 +6,12 @@ graph. DVC runs independent arms in parallel when each arm is its own `dvc repro
 holds the repository lock only between commands, never while a stage's command runs, and
 `--wait-for-lock` makes a process wait for that short lock instead of failing.
 
-    1. dvc repro --wait-for-lock corpus prepare vocab cooccur      the data, once
+    1. dvc --wait-for-lock repro corpus prepare vocab cooccur      the data, once
     2. N workers, each taking the next run from a queue (longest first, by the wall times the
        stages recorded in timings/ in the last repro; when none is recorded, translation,
        then language models, then word vectors, more epochs first):
-         dvc repro --wait-for-lock --single-item train-RUN evaluate-RUN
-    3. dvc repro --wait-for-lock                                   mixture, report, the rest
+         dvc --wait-for-lock repro --single-item train-RUN evaluate-RUN
+    3. dvc --wait-for-lock repro                                   mixture, report, the rest
 
 Each stage still decides for itself whether it must run (its deps, params and outs in
 dvc.lock), so a second `make repro` does nothing, and a run whose params changed reruns
@@ -82,7 +82,7 @@ class _Console:
 
 
 def _dvc(args: Sequence[str]) -> list[str]:
-    return ["dvc", "repro", "--wait-for-lock", *args]
+    return ["dvc", "--wait-for-lock", "repro", *args]
 
 
 def _run_arm(run: str, console: _Console, extra: Sequence[str]) -> int:
