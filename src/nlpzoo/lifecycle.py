@@ -54,6 +54,7 @@ def train(params: dict, name: str, root: Path) -> dict:
     """Train run `name`; writes `models/NAME/` and `plots/NAME.csv`; returns its stats."""
     run = Run.of(params, name, root)
     task = task_of(run.family)
+    _use_threads(run)
     data = task.load(run)
     resume = _prepare_resume(run, task, data) if run.family.neural else None
     tracker = _open_tracker(run, resuming=resume is not None)
@@ -96,6 +97,15 @@ def train(params: dict, name: str, root: Path) -> dict:
 # to MLflow under run_dir/ (`nlpzoo.tracking.fetch_run_dir` downloads them)
 RUN_DIR_FILES = ("model.pt", "model.npz", "config.json", "train_stats.json")
 VOCABULARIES = ("vocab.txt", "spm.model")  # a word vocabulary, or translation's SentencePiece
+
+
+def _use_threads(run: Run) -> None:
+    """torch threads from `trainer.threads` for every stage of the run, training and evaluation
+    alike: `make repro` runs two runs side by side, one thread each."""
+    if run.trainer.threads:
+        import torch
+
+        torch.set_num_threads(run.trainer.threads)
 
 
 def _log_model(run: Run, tracker: Tracker) -> None:
@@ -248,10 +258,7 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     and log both to the run's MLflow run."""
     run = Run.of(params, name, root)
     task = task_of(run.family)
-    if run.trainer.threads:  # as in training: `make repro` evaluates beside another run's training
-        import torch
-
-        torch.set_num_threads(run.trainer.threads)
+    _use_threads(run)
     tracker = Tracker.resume(run.model_dir, name)
     t0 = time.time()
     model = load_model(run.model_dir)
