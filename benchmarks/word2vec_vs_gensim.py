@@ -2,12 +2,17 @@
 
 Usage: python benchmarks/word2vec_vs_gensim.py [path/to/brown.zip] [--threads 1,2] [--epochs 5]
            [--variants cbow-ns,sg-ns,cbow-hs,sg-hs] [--seeds 3] [--train-tokens 800000]
-           [--torch] [--out benchmarks/results/word2vec_vs_gensim.json]
+           [--init-scale 1.0] [--torch] [--out benchmarks/results/word2vec_vs_gensim.json]
 
 Both train on the same text with the same settings: the Bengio split's first 800,000 tokens of
 Brown, lowercased, one vocabulary (min_count 5), dim 100, window 5, sample 1e-3, 5 negatives or
 hierarchical softmax, word2vec.c's starting rates (0.025 skip-gram, 0.05 CBOW) decaying to 1e-4 of
-that, and the same number of worker threads (gensim's `workers`, the kernel's `threads`).
+that, the same number of worker threads (gensim's `workers`, the kernel's `threads`), and the
+same starting range of the input vectors: gensim 4 draws them uniform in [−1/d, 1/d), twice
+word2vec.c's range (the pipeline's default, `init_scale: 0.5`), so ours runs with `--init-scale`
+(default 1.0, gensim's; 0.5 compares the two tools as each comes). The range matters for CBOW
+with the hierarchical softmax: over 12–24 seeds its WS-353 ρ was about 0.01 lower from
+word2vec.c's range, with one thread and with two.
 
 Ours is trained through the pipeline's own entry point, `nlpzoo.lifecycle.train`, on a project
 folder holding that vocabulary and stream: the `word2vec` family with its default backend (the
@@ -18,13 +23,17 @@ runs it; the time is the run's `fit_seconds` (Trainer.fit). `--torch` adds the s
 (or its cache loaded) by a tiny warm-up run before anything is timed.
 
 words/s is gensim's convention: raw corpus words (before sub-sampling and before unknown words
-are dropped) times epochs, per second of training; vocabulary building is not timed. Quality uses
-one protocol for both models' vectors: nlpzoo.evaluation (WordSim-353 Spearman ρ, 3CosAdd analogy
-accuracy over the 30,000 most frequent words). Speed is the median over seeds, quality the mean.
+are dropped) times epochs, per second of training; vocabulary building is not timed. The two take
+turns seed by seed (gensim, then ours, then the next seed), so that a slow spell of the machine
+slows both. Quality uses one protocol for both models' vectors: nlpzoo.evaluation (WordSim-353
+Spearman ρ, 3CosAdd analogy accuracy over the 30,000 most frequent words). Speed is the median
+over seeds (every seed's words/s is kept too), quality the mean.
 
 The result goes to `--out` as JSON: one entry per variant and thread count, with both words/s,
-speed_ratio (ours / gensim), both analogy accuracies (%) and ρ, the threads, and the 1-minute
-load average before and after the variant (a busy machine makes the speeds meaningless).
+speed_ratio (ours / gensim), both analogy accuracies (%) and ρ (and ρ of every seed: one seed's
+ρ varies by about 0.02, so a mean over 3 seeds is uncertain by about ±0.012; ws353_gap_se is the
+standard error of ours − gensim), the threads, and the 1-minute load average before and after the
+variant (a busy machine makes the speeds meaningless).
 """
 
 from __future__ import annotations
@@ -118,7 +127,14 @@ def make_project(root: Path, vocab: Vocab, stream: np.ndarray) -> Path:
 
 
 def train_pipeline(
-    root: Path, model: str, objective: str, threads: int, epochs: int, seed: int, backend: str
+    root: Path,
+    model: str,
+    objective: str,
+    threads: int,
+    epochs: int,
+    seed: int,
+    backend: str,
+    init_scale: float = 0.5,
 ) -> tuple[float, np.ndarray, float]:
     """(fit seconds, vectors, last epoch's training loss) of one run through the pipeline's
     entry point, `nlpzoo.lifecycle.train`."""
@@ -137,6 +153,7 @@ def train_pipeline(
             "sample": 1e-3,
             "backend": backend,
             "threads": threads,
+            "init_scale": init_scale,
             "trainer": {
                 "max_epochs": epochs,
                 "accelerator": "cpu",
@@ -162,6 +179,12 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--seeds", type=int, default=3, help="seeds 1..N; quality is their mean")
     ap.add_argument("--train-tokens", type=int, default=TRAIN_TOKENS)
+    ap.add_argument(
+        "--init-scale",
+        type=float,
+        default=1.0,
+        help="ours: input vectors uniform in [-s/d, s/d) (1.0 gensim 4, 0.5 word2vec.c)",
+    )
     ap.add_argument("--torch", action="store_true", help="also time backend: torch")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/word2vec_vs_gensim.json")
     args = ap.parse_args()
@@ -188,11 +211,18 @@ def main() -> None:
         train_pipeline(warm, "skipgram", "negative", 1, 1, 0, "numba")
 
         def summary(runs) -> dict:  # [(seconds, words, vectors, loss)] over seeds
-            rates = sorted(words * args.epochs / r[0] for r in runs)
+            per_seed = [words * args.epochs / r[0] for r in runs]
+            rates = sorted(per_seed)
             qs = [quality(r[1], r[2], datasets) for r in runs]
             return {
                 "words_per_s": rates[len(rates) // 2],
+                "words_per_s_seeds": [round(r) for r in per_seed],
                 "ws353": float(np.mean([q["ws353"] for q in qs])),
+                "ws353_seeds": [round(float(q["ws353"]), 4) for q in qs],
+                # standard error of the mean ρ (0 with one seed)
+                "ws353_se": float(np.std([q["ws353"] for q in qs], ddof=1) / np.sqrt(len(qs)))
+                if len(qs) > 1
+                else 0.0,
                 "analogy": 100 * float(np.mean([q["analogy"] for q in qs])),
                 "loss": float(np.mean([r[3] for r in runs])),
             }
@@ -202,12 +232,26 @@ def main() -> None:
             for name in args.variants.split(","):
                 model, objective = VARIANTS[name]
                 load_before = os.getloadavg()[0]
-                g = summary(
-                    [
-                        (*train_gensim(sentences, model, objective, threads, args.epochs, s), 0.0)
-                        for s in seeds
-                    ]
-                )
+                backends = ["numba"] + ["torch"] * args.torch
+                runs: dict[str, list] = {"gensim": [], **{b: [] for b in backends}}
+                # the tools take turns seed by seed: a slow spell of the machine (whose speed
+                # varies by up to 2x from minute to minute with two threads) hits both alike
+                for s in seeds:
+                    gensim_run = train_gensim(sentences, model, objective, threads, args.epochs, s)
+                    runs["gensim"].append((*gensim_run, 0.0))
+                    for backend in backends:
+                        sec, vec, loss = train_pipeline(
+                            root,
+                            model,
+                            objective,
+                            threads,
+                            args.epochs,
+                            s,
+                            backend,
+                            args.init_scale,
+                        )
+                        runs[backend].append((sec, vocab.words, vec, loss))
+                g = summary(runs["gensim"])
                 print(
                     f"| {name} | {threads} | gensim {__import__('gensim').__version__} "
                     f"| {g['words_per_s'] / 1e6:.3f} M | 1.00 | {g['ws353']:.3f} "
@@ -215,14 +259,8 @@ def main() -> None:
                     flush=True,
                 )
                 ours = {}
-                for backend in ["numba"] + ["torch"] * args.torch:
-                    runs = []
-                    for s in seeds:
-                        sec, vec, loss = train_pipeline(
-                            root, model, objective, threads, args.epochs, s, backend
-                        )
-                        runs.append((sec, vocab.words, vec, loss))
-                    ours[backend] = o = summary(runs)
+                for backend in backends:
+                    ours[backend] = o = summary(runs[backend])
                     print(
                         f"| {name} | {threads} | nlpzoo pipeline ({backend}) "
                         f"| {o['words_per_s'] / 1e6:.3f} M "
@@ -243,6 +281,13 @@ def main() -> None:
                     "nlpzoo_analogy": round(o["analogy"], 2),
                     "gensim_ws353": round(g["ws353"], 4),
                     "nlpzoo_ws353": round(o["ws353"], 4),
+                    # ρ ours − gensim, and its standard error over the seeds
+                    "ws353_gap": round(o["ws353"] - g["ws353"], 4),
+                    "ws353_gap_se": round(float(np.hypot(o["ws353_se"], g["ws353_se"])), 4),
+                    "gensim_words_per_s_seeds": g["words_per_s_seeds"],
+                    "nlpzoo_words_per_s_seeds": o["words_per_s_seeds"],
+                    "gensim_ws353_seeds": g["ws353_seeds"],
+                    "nlpzoo_ws353_seeds": o["ws353_seeds"],
                     "nlpzoo_train_loss": round(o["loss"], 4),
                     "load_average_before": round(load_before, 2),
                     "load_average_after": round(os.getloadavg()[0], 2),
@@ -258,6 +303,7 @@ def main() -> None:
         "words_per_epoch": words,
         "epochs": args.epochs,
         "seeds": args.seeds,
+        "nlpzoo_init_scale": args.init_scale,
         "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(),
         "results": results,

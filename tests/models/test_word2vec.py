@@ -77,6 +77,28 @@ def test_config_defaults_follow_word2vec_c_and_bad_values_are_named():
         build(Config, {"min_count": 5}, where="run 'cbow'")
 
 
+def test_input_vectors_start_uniform_within_init_scale_over_d():
+    """word2vec.c's syn0 is uniform in [-0.5/d, 0.5/d) (init_scale 0.5, the default); init_scale
+    widens it (gensim 4: 1.0); the output vectors start at zero."""
+    V, d = 2000, 50
+    counts = np.arange(V) + 1
+    for scale in (0.5, 1.0):
+        torch.manual_seed(0)
+        m = Word2Vec(Config(dim=d, init_scale=scale), V, counts)
+        w = m.W_in.detach()
+        assert float(w.abs().max()) < scale / d
+        assert float(w.max()) > 0.99 * scale / d and float(w.min()) < -0.99 * scale / d
+        assert abs(float(w.mean())) < 0.01 * scale / d  # centred
+        assert abs(float(w.var()) - (scale / d) ** 2 / 3) < 0.02 * (scale / d) ** 2  # uniform
+        assert not m.W_out.detach().any()
+    torch.manual_seed(0)  # the default is word2vec.c's formula, float for float
+    default = Word2Vec(Config(dim=d), V, counts).W_in.detach()
+    torch.manual_seed(0)
+    assert torch.equal(default, (torch.rand(V, d) - 0.5) / d)
+    with pytest.raises(ConfigError, match="init_scale"):
+        Config(init_scale=0.0)
+
+
 def test_counts_are_required():
     with pytest.raises(ConfigError, match="counts"):
         Word2Vec(Config(), V, None)

@@ -28,6 +28,9 @@ class Word2VecConfig:
     sample: float = 1e-3  # sub-sampling threshold s (2013b §2.3); 0 keeps every token
     lr: float | None = None  # starting rate per pair; null: word2vec.c's 0.025 sg / 0.05 cbow
     min_lr_ratio: float = 1e-4  # the rate never falls below lr·min_lr_ratio (word2vec.c)
+    # the input vectors start uniform in [−init_scale/d, init_scale/d): word2vec.c's 0.5 (gensim
+    # 4 draws from twice that range, 1.0); the output vectors start at zero either way
+    init_scale: float = 0.5
     batch_size: int | None = None  # centre words per step; null: BATCH_SIZES[model, objective]
     # numba: the compiled per-pair kernel (word2vec.c's SGD on the CPU; batch_size unused); a
     # run of several processes (DDP) takes the torch path whatever this says
@@ -54,6 +57,7 @@ class Word2VecConfig:
         require(self.ns_exponent >= 0, "ns_exponent", f"must be >= 0, got {self.ns_exponent}")
         require(self.sample >= 0, "sample", f"must be >= 0, got {self.sample}")
         require(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]")
+        require(self.init_scale > 0, "init_scale", f"must be positive, got {self.init_scale}")
         require(
             self.backend in ("numba", "torch"),
             "backend",

@@ -143,8 +143,9 @@ class Word2Vec(nn.Module):
         if words.sum() <= 0:
             raise ValueError("counts: no word (id >= 4) has a positive training count")
         d = c.dim
-        # word2vec.c: syn0 uniform in [−0.5/d, 0.5/d), the output vectors zero
-        self.W_in = nn.Parameter((torch.rand(vocab_size, d) - 0.5) / d)  # (V, d) v_w
+        # syn0 uniform in [−s/d, s/d), s = init_scale (word2vec.c: 0.5); the output vectors zero
+        # (at 0.5 the same floats as word2vec.c's (rand − 0.5) / d)
+        self.W_in = nn.Parameter((torch.rand(vocab_size, d) - 0.5) * (2 * c.init_scale) / d)
         self.hierarchical = c.objective == "hierarchical"
         if self.hierarchical:
             tree = huffman_tree(words)  # specials (count 0) end deepest and are never reached
