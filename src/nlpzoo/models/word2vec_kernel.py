@@ -38,7 +38,11 @@ Speed: at d = 100 a pair costs a few dot products, but the rows it touches are s
 two V×d matrices larger than the caches, so the time goes into waiting for memory. While centre
 j is trained, the rows centre j + 1 will need (its contexts, its Huffman path or its target and
 noise words) are prefetched (LLVM's prefetch intrinsic), and the tables are kept small (int32,
-int8, float32).
+int8, float32). The hottest output rows are not prefetched (HOT_ROWS): the tree's nodes nearest
+the root, on nearly every path, and the most frequent words' rows. One thread finds them in its
+cache anyway; with two, each prefetch pulled back a row the other thread was writing, and CBOW
+with the hierarchical softmax (one pair per centre, so one prefetch of the root per pair) gained
+almost nothing from a second thread until they were left out (1.0 M against 1.6 M words/s).
 
 The loss of a row is −log σ(f) (label 1) or −log σ(−f) (label 0); `train_range` returns the sum
 over the rows it scored and the number of pairs (so loss_sum / pairs is the mean loss per
@@ -75,6 +79,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from nlpzoo.data.vocab import EOS
+
+# output rows not prefetched: the tree's HOT_ROWS nodes nearest the root, the HOT_ROWS most
+# frequent words' rows (ids below it); they stay in the cache of a single thread, and with
+# several threads a prefetch of a row the other thread keeps writing only adds coherence traffic
+HOT_ROWS = 64
 
 MAX_EXP = 6.0  # word2vec.c: hierarchical-softmax nodes with |u·h| >= 6 are not updated
 
@@ -199,10 +208,13 @@ def _prepare(
             _prefetch_row(syn0, sen[k])
     centre = sen[j]
     if hs:
+        top = syn1.shape[0] - HOT_ROWS  # nodes above it: near the root, on most paths
         for p in range(lengths[centre]):
-            _prefetch_row(syn1, points[centre, p])
+            if points[centre, p] < top:
+                _prefetch_row(syn1, points[centre, p])
     elif negative > 0 and last > first:
-        _prefetch_row(syn1, centre)
+        if centre >= HOT_ROWS:
+            _prefetch_row(syn1, centre)
         V = threshold.shape[0]
         pairs = 1 if cbow else last - first
         for q in range(pairs):
@@ -212,7 +224,8 @@ def _prepare(
                 state = _next(state)
                 w = i if _uniform(state) < threshold[i] else alias[i]
                 noise[slot, q, k] = w
-                _prefetch_row(syn1, w)
+                if w >= HOT_ROWS:
+                    _prefetch_row(syn1, w)
     return state
 
 
