@@ -42,7 +42,7 @@ int8, float32). The hottest output rows are not prefetched (HOT_ROWS): the tree'
 the root, on nearly every path, and the most frequent words' rows. One thread finds them in its
 cache anyway; with two, each prefetch pulled back a row the other thread was writing, and CBOW
 with the hierarchical softmax (one pair per centre, so one prefetch of the root per pair) gained
-almost nothing from a second thread until they were left out (1.0 M against 1.6 M words/s).
+almost nothing from a second thread until they were left out.
 
 The loss of a row is −log σ(f) (label 1) or −log σ(−f) (label 0); `train_range` returns the sum
 over the rows it scored and the number of pairs (so loss_sum / pairs is the mean loss per
