@@ -32,14 +32,14 @@ i + 1 of the same order (`ChunkSampler.resume_at`, from the loader's place in th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import torch
 from numba import njit
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from nlpzoo.data.lm import ResumableLoader
+from nlpzoo.data.samplers import ChunkSampler, EpochSampler
 
 CHUNK_ENTRIES = 1 << 18  # non-zero entries per chunk of the numba path (one Lightning step)
 
@@ -140,25 +140,6 @@ class CooccurBatches(Dataset):
         return inputs, self.vals[idx]
 
 
-class EpochSampler(Sampler):
-    """Yields (epoch, k) for k = 0 .. len - 1. Lightning calls `set_epoch` on a DataLoader's
-    sampler (never on its dataset) at the start of each epoch; this passes it on."""
-
-    def __init__(self, dataset: CooccurBatches) -> None:
-        self.dataset = dataset
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.dataset.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return ((self.epoch, k) for k in range(len(self.dataset)))
-
-
 class CooccurChunks(Dataset):
     """Item (epoch, i): chunk i of epoch `epoch` for the compiled kernel, a dict
 
@@ -227,36 +208,6 @@ class CooccurChunks(Dataset):
             "epoch": epoch,
             "chunk": i,
         }
-
-
-class ChunkSampler(Sampler):
-    """Yields (epoch, i) for the chunks of an epoch, in order; `resume_at` (through
-    `ResumableLoader`'s state in Lightning's checkpoint) makes it start after the chunks an
-    interrupted run had trained."""
-
-    def __init__(self, dataset: CooccurChunks) -> None:
-        self.dataset, self.epoch, self.skip = dataset, 0, 0
-
-    def set_epoch(self, epoch: int) -> None:  # Lightning calls it at every epoch start
-        if epoch != self.epoch:
-            self.skip = 0
-        self.epoch = epoch
-        self.dataset.set_epoch(epoch)
-
-    def resume_at(self, epoch: int, batches: int) -> None:
-        """Continue epoch `epoch` after its first `batches` chunks (the next epoch if done)."""
-        if batches >= len(self):
-            self.epoch, self.skip = epoch + 1, 0
-        else:
-            self.epoch, self.skip = epoch, batches
-        self.dataset.set_epoch(self.epoch)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        skip, self.skip = self.skip, 0
-        return iter([(self.epoch, i) for i in range(skip, len(self.dataset))])
 
 
 def cooccur_dataloader(

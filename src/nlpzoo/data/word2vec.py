@@ -55,13 +55,14 @@ continues as the uninterrupted run would (exactly so with one kernel thread).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from nlpzoo.data.lm import ResumableLoader
+from nlpzoo.data.samplers import ChunkSampler, EpochSampler
 from nlpzoo.data.vocab import EOS, SPECIALS
 
 FIRST_WORD = len(SPECIALS)  # ids below this are specials, never centres or contexts
@@ -197,24 +198,6 @@ class Word2VecPairs(Dataset):
         return inputs[a:z], targets[a:z]
 
 
-class EpochSampler(Sampler):
-    """Yields (epoch, i) for i in 0..len−1; Lightning calls `set_epoch` on a DataLoader's sampler
-    at every epoch start, so batches follow the epoch without further wiring."""
-
-    def __init__(self, dataset: Word2VecPairs) -> None:
-        self.dataset, self.epoch = dataset, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.dataset.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return iter([(self.epoch, i) for i in range(len(self.dataset))])
-
-
 CHUNK_TOKENS = 200_000  # raw tokens per chunk of the numba path (one Lightning step)
 
 
@@ -267,36 +250,6 @@ class Word2VecChunks(Dataset):
             "chunk": i,
             "start": a,
         }
-
-
-class ChunkSampler(Sampler):
-    """Yields (epoch, i) for the chunks of an epoch, in order; `resume_at` (through
-    `ResumableLoader`'s state in Lightning's checkpoint) makes it start after the chunks an
-    interrupted run had trained."""
-
-    def __init__(self, dataset: Word2VecChunks) -> None:
-        self.dataset, self.epoch, self.skip = dataset, 0, 0
-
-    def set_epoch(self, epoch: int) -> None:  # Lightning calls it at every epoch start
-        if epoch != self.epoch:
-            self.skip = 0
-        self.epoch = epoch
-        self.dataset.set_epoch(epoch)
-
-    def resume_at(self, epoch: int, batches: int) -> None:
-        """Continue epoch `epoch` after its first `batches` chunks (the next epoch if done)."""
-        if batches >= len(self):
-            self.epoch, self.skip = epoch + 1, 0
-        else:
-            self.epoch, self.skip = epoch, batches
-        self.dataset.set_epoch(self.epoch)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        skip, self.skip = self.skip, 0
-        return iter([(self.epoch, i) for i in range(skip, len(self.dataset))])
 
 
 def word2vec_dataloader(

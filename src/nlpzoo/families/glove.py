@@ -40,7 +40,10 @@ class GloveConfig:
     # the torch path whatever this says
     # torch: mini-batches of batch_size entries and SparseAdagrad (the path for DDP and GPUs)
     backend: str = "numba"
-    threads: int = 2  # Hogwild threads of the numba kernel (lock-free, as the tool's threads)
+    # Hogwild threads of the numba kernel (lock-free, as the tool's threads); 1 visits the
+    # entries in the epoch's order, so a run is deterministic; more are faster but not
+    # bit-reproducible
+    threads: int = 1
 
     def __post_init__(self) -> None:
         require(self.dim >= 1, "dim", f"must be >= 1, got {self.dim}")

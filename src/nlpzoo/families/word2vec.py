@@ -36,7 +36,9 @@ class Word2VecConfig:
     # run of several processes (DDP) takes the torch path whatever this says
     # torch: batched PyTorch steps of batch_size centres (the path for DDP and GPUs)
     backend: str = "numba"
-    threads: int = 2  # Hogwild threads of the numba kernel (lock-free, as word2vec.c's)
+    # Hogwild threads of the numba kernel (lock-free, as word2vec.c's); 1 trains the stream in
+    # order, so a run is deterministic; more are faster but not bit-reproducible
+    threads: int = 1
 
     def __post_init__(self) -> None:
         require(

@@ -41,14 +41,13 @@ thread a run is deterministic.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from nlpzoo.models.pools import thread_pool
 
 # reassociation lets LLVM vectorise the dot product and the updates; no assumption about NaN or
 # infinity (a diverging run must still show a NaN loss)
@@ -147,17 +146,6 @@ def train_entries(
 # ---------------------------------------------------------------------------------- Python side
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    with _POOLS_LOCK:
-        if threads not in _POOLS:
-            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="glove")
-        return _POOLS[threads]
-
-
 def check_tables(*tables: np.ndarray) -> None:
     """The kernel writes into these in place, without bounds checks: float32, C-contiguous,
     all of one shape (V, d+1)."""
@@ -204,7 +192,7 @@ def train_order(
 
     if parts == 1:
         return float(part(0))
-    return float(sum(_pool(parts).map(part, range(parts))))
+    return float(sum(thread_pool("glove", parts).map(part, range(parts))))
 
 
 def check_ids(rows: np.ndarray, cols: np.ndarray, vocab_size: int) -> None:

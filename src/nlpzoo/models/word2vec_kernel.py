@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,10 +78,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from nlpzoo.data.vocab import EOS
+from nlpzoo.models.pools import thread_pool
 
-# output rows not prefetched: the tree's HOT_ROWS nodes nearest the root, the HOT_ROWS most
-# frequent words' rows (ids below it); they stay in the cache of a single thread, and with
-# several threads a prefetch of a row the other thread keeps writing only adds coherence traffic
+# output rows not prefetched: the tree's HOT_ROWS nodes nearest the root, and the rows of the
+# ids below HOT_ROWS (after the specials, the most frequent words); they stay in the cache of a
+# single thread, and with several threads a prefetch of a row the other thread keeps writing only
+# adds coherence traffic
 HOT_ROWS = 64
 
 MAX_EXP = 6.0  # word2vec.c: hierarchical-softmax nodes with |u·h| >= 6 are not updated
@@ -519,15 +520,27 @@ def sentence_cuts(tokens: np.ndarray, parts: int) -> np.ndarray:
     return np.asarray(cuts, dtype=np.int64)
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    with _POOLS_LOCK:
-        if threads not in _POOLS:
-            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="word2vec")
-        return _POOLS[threads]
+def _train_range(
+    tokens: np.ndarray,
+    lo: int,
+    hi: int,
+    syn0: np.ndarray,
+    syn1: np.ndarray,
+    t: Tables,
+    alpha_lo: float,
+    alpha_hi: float,
+    min_alpha: float,
+    max_exp: float,
+    seed: int,
+    records: tuple[np.ndarray, ...],
+) -> tuple[float, int, int, int]:
+    """`train_range` on raw positions [lo, hi) with the tables `t`; `records`: the five record
+    arrays (empty ones: no recording)."""
+    return train_range(
+        tokens, lo, hi, t.p_keep, syn0, syn1, t.points, t.codes, t.lengths, t.threshold,
+        t.alias, t.cbow, t.hs, t.window, t.negative, float(alpha_lo), float(alpha_hi),
+        float(min_alpha), float(max_exp), np.uint64(seed), *records,
+    )  # fmt: skip
 
 
 PIECE_TOKENS = 4096  # raw tokens a thread takes at a time when several threads share a range
@@ -580,32 +593,12 @@ def train_tokens(
     threads = max(int(threads), 1)
     cuts, alphas = piece_plan(tokens, float(alpha_start), float(alpha_end), threads)
     recs = _empty_records(tables.window, tables.negative, len(tables.p_keep))
-    t = tables
 
     def piece(i: int) -> tuple[float, int]:
-        loss, pairs, _, _ = train_range(
-            tokens,
-            int(cuts[i]),
-            int(cuts[i + 1]),
-            t.p_keep,
-            syn0,
-            syn1,
-            t.points,
-            t.codes,
-            t.lengths,
-            t.threshold,
-            t.alias,
-            t.cbow,
-            t.hs,
-            t.window,
-            t.negative,
-            float(alphas[i]),
-            float(alphas[i + 1]),
-            float(min_alpha),
-            float(max_exp),
-            np.uint64(splitmix64(int(seed) + i)),
-            *recs,
-        )
+        loss, pairs, _, _ = _train_range(
+            tokens, int(cuts[i]), int(cuts[i + 1]), syn0, syn1, tables, alphas[i],
+            alphas[i + 1], min_alpha, max_exp, splitmix64(int(seed) + i), recs,
+        )  # fmt: skip
         return loss, pairs
 
     n_pieces = len(cuts) - 1
@@ -626,7 +619,7 @@ def train_tokens(
                 piece_loss, piece_pairs = piece(i)  # train_range runs without the GIL
                 loss, pairs = loss + piece_loss, pairs + piece_pairs
 
-        results = list(_pool(workers).map(worker, range(workers)))
+        results = list(thread_pool("word2vec", workers).map(worker, range(workers)))
     return float(sum(r[0] for r in results)), int(sum(r[1] for r in results))
 
 
@@ -654,34 +647,10 @@ def record_tokens(
     noise = np.zeros((rows, max(tables.negative, 1)), np.int64)
     alpha = np.zeros(rows, np.float64)
     kept = np.zeros(len(tables.p_keep), np.int64)
-    t = tables
-    loss, n_pairs, n, _ = train_range(
-        tokens,
-        0,
-        len(tokens),
-        t.p_keep,
-        syn0,
-        syn1,
-        t.points,
-        t.codes,
-        t.lengths,
-        t.threshold,
-        t.alias,
-        t.cbow,
-        t.hs,
-        t.window,
-        t.negative,
-        float(alpha_start),
-        float(alpha_end),
-        float(min_alpha),
-        float(max_exp),
-        np.uint64(splitmix64(int(seed))),
-        inputs,
-        targets,
-        noise,
-        alpha,
-        kept,
-    )
+    loss, n_pairs, n, _ = _train_range(
+        tokens, 0, len(tokens), syn0, syn1, tables, alpha_start, alpha_end, min_alpha, max_exp,
+        splitmix64(int(seed)), (inputs, targets, noise, alpha, kept),
+    )  # fmt: skip
     return {
         "inputs": inputs[:n],
         "targets": targets[:n],
