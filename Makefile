@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install repro test lint dashboard clean pipeline
+.PHONY: install repro test lint dashboard clean pipeline screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,3 +38,9 @@ clean:
 
 pipeline: $(STAMP)
 	$(BIN)/python -m nlpzoo pipeline
+
+# docs/report.png, the README's picture of reports/index.html (needs a headless Chromium)
+CHROMIUM ?= chromium
+screenshot:
+	$(CHROMIUM) --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1500 \
+		--screenshot="$(CURDIR)/docs/report.png" "file://$(CURDIR)/reports/index.html"
