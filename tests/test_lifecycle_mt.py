@@ -150,3 +150,51 @@ def test_translate_command(project, tmp_path, capsys):
         main(["translate", "--run", "missing", "--models", str(project / "models"), str(lines)])
         == 1
     )
+
+
+def _translate(project: Path, *args: str) -> tuple[int, str, str]:
+    """`python -m nlpzoo translate ARGS --models PROJECT/models`: (status, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from nlpzoo.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["translate", *args, "--models", str(project / "models")])
+        except SystemExit as e:  # argparse refuses the arguments
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_translate_refuses_bad_input_with_one_line(project, tmp_path):
+    run = "transformer"  # a positions table: sequences have a longest length
+    if not (project / "models" / run / "model.pt").is_file():
+        lifecycle.train(_tiny_params(run), run, project)
+    good = tmp_path / "good.txt"
+    good.write_text("der hund katze haus\n")
+    long = tmp_path / "long.txt"
+    long.write_text("der hund\n" + " ".join(["der hund katze haus"] * 100) + "\n")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("der hund läuft\n".encode("latin-1"))
+    (project / "models" / "an_lm").mkdir(exist_ok=True)
+    (project / "models" / "an_lm" / "config.json").write_text('{"family": "ngram"}')
+    (project / "models" / "an_lm" / "model.npz").write_bytes(b"")
+    cases = [
+        ((run, str(long)), "split long lines"),
+        ((run, str(latin1)), "is not UTF-8 text"),
+        ((run, str(tmp_path / "absent.txt")), "cannot read"),
+        ((run, str(tmp_path)), "cannot read"),
+        (("an_lm", str(good)), "run 'an_lm' is a language-model run (family ngram)"),
+    ]
+    for (name, path), message in cases:
+        code, out, err = _translate(project, "--run", name, path)
+        assert code == 1 and out == "", (name, path, err)
+        assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert "line 2 (400 words)" in _translate(project, "--run", run, str(long))[2]
+    for beam in ("0", "-1"):  # refused before anything is loaded
+        code, _, err = _translate(project, "--run", run, "--beam", beam, str(good))
+        assert code == 2 and "must be >= 1" in err
+    code, out, _ = _translate(project, "--run", run, "--beam", "1", "--json", str(good))
+    assert code == 0 and len(json.loads(out)["translations"]) == 1

@@ -470,7 +470,7 @@ def test_evaluation_writes_each_vector_runs_analogy_answers(project):
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("command", ["generate", "score", "neighbours", "analogy"])
+@pytest.mark.parametrize("command", ["generate", "score", "neighbours", "analogy", "translate"])
 def test_help_has_an_example(command):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as e:
@@ -498,6 +498,9 @@ ERRORS = [
     ),
     (("score", "--run", "ngram"), "no sentences to score"),
     (("generate", "--mlflow-run", "0123456789abcdef"), "MLflow run 0123456789abcdef not found"),
+    (("translate", "--run", "svd"), "run 'svd' is a word-vector run (family svd); `translate` "),
+    (("translate", "--run", "transformr"), "did you mean 'transformer'?"),
+    (("translate", "--run", "fake_mt"), "run 'fake_mt': its model in "),
 ]
 
 
@@ -512,6 +515,57 @@ def test_each_error_is_one_line_and_status_1(project, args, message):
         assert listed == {r for r, e in PARAMS["models"].items() if e["family"] != "ngram"} - {
             r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "mt"
         }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("generate", "--run", "ngram", "--seed", "-1"), "must be >= 0"),
+        (("generate", "--run", "ngram", "--temperature", "1e-320"), "must be 0 (always the most"),
+        (("generate", "--run", "ngram", "--tokens", "0"), "must be >= 1"),
+    ],
+)
+def test_options_out_of_range_are_refused_by_the_parser(project, args, message):
+    with pytest.raises(SystemExit) as e:
+        cli(project, *args)
+    assert e.value.code == 2
+
+
+def test_damaged_runs_and_inputs_give_one_line_errors(project, tmp_path):
+    models = project / "models"
+    broken = {
+        "as_list": ("[]", None, "is not a run's config (a JSON object)"),
+        "no_data": ('{"family": "nnlm"}', b"", "its vocabulary is not found"),
+        "truncated": (
+            json.dumps({"family": "lstm_lm", "data": "vocab/lm"}),
+            (models / "lstm_lm" / "model.pt").read_bytes()[:1000],
+            "run 'truncated': its model in",
+        ),
+    }
+    try:
+        for name, (config, model, _) in broken.items():
+            (models / name).mkdir()
+            (models / name / "config.json").write_text(config)
+            (models / name / "model.pt").write_bytes(model if model is not None else b"")
+        (models / "truncated" / "config.json").write_text(
+            json.dumps({**json.loads((models / "lstm_lm" / "config.json").read_text())})
+        )
+        for name, (_, _, message) in broken.items():
+            code, out, err = cli(project, "generate", "--run", name, stdin="")
+            assert code == 1 and out == "" and err.count("\n") == 1, err
+            assert err.startswith("error: ") and message in err, err
+    finally:
+        for name in broken:
+            shutil.rmtree(models / name, ignore_errors=True)
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("der hund läuft\n".encode("latin-1"))
+    for path, message in ((latin1, "is not UTF-8 text (byte 10: 0xe4)"), (tmp_path, "cannot read")):
+        code, out, err = cli(project, "score", "--run", "ngram", str(path))
+        assert code == 1 and out == "" and message in err, err
+    (project / "notutf8").mkdir()
+    (project / "notutf8" / "params.yaml").write_bytes(b"models:\n  \xff: {}\n")
+    code, _, err = cli(project / "notutf8", "neighbours", "--run", "svd", "cat")
+    assert code == 1 and "unknown run 'svd'" in err  # the unreadable params: no runs, no crash
 
 
 # --------------------------------------------------------------------------- MLflow

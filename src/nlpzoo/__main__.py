@@ -37,14 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     pipe.add_argument("--check", action="store_true", help="only check that dvc.yaml is current")
     pipe.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
     sub.add_parser("repro", help="dvc repro with N runs trained side by side (`make repro`)")
-    tr = sub.add_parser("translate", help="translate source lines with a trained run")
-    which = tr.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run", help="a translation run trained into models/RUN/")
-    which.add_argument("--mlflow-run", metavar="ID", help="instead of --run: an MLflow run ID")
-    tr.add_argument("input", nargs="?", type=Path, help="source lines (default: stdin)")
-    tr.add_argument("--beam", type=int, default=None, help="beam size (default: the run's)")
-    tr.add_argument("--models", type=Path, default=Path("models"), help="the models/ folder")
-    use.add_commands(sub)  # generate, score, neighbours, analogy
+    use.add_commands(sub)  # generate, score, neighbours, analogy, translate
     parser.set_defaults(handler=None)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["repro"]:  # its own options, and any of `dvc repro` after them
@@ -54,8 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.handler is not None:
         return use.run_command(args)
-    if args.command == "translate":
-        return _translate(args)
     if args.command == "pipeline":
         return _pipeline(args)
 
@@ -63,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
         from nlpzoo.cli import load_params
 
         try:
+            if args.params.is_dir():
+                raise NlpzooError(f"{args.params} is a folder, not a params file")
             params = load_params(args.params)
         except NlpzooError as e:
             print(f"error: {e}", file=sys.stderr)
+            return 1
+        except UnicodeDecodeError as e:
+            print(f"error: {args.params} is not UTF-8 text ({e.reason})", file=sys.stderr)
             return 1
         print(f"{args.params}: ok ({len(params['models'])} runs: {', '.join(params['models'])})")
     return 0
@@ -77,7 +73,16 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     root = args.root.resolve()
     try:
+        if not (root / "stages").is_dir() or not (root / "params.yaml").is_file():
+            raise NlpzooError(
+                f"{root} is not an nlpzoo project (it needs params.yaml and stages/): run this "
+                "in the project's folder or name it with --root"
+            )
         params = load_params(root / "params.yaml")
+        if args.check and not (root / "dvc.yaml").is_file():
+            raise NlpzooError(
+                f"{root / 'dvc.yaml'} not found: write it with `python -m nlpzoo pipeline`"
+            )
         if args.check:
             pipeline.check(params, root)
             print(f"{root / 'dvc.yaml'}: current")
@@ -85,28 +90,6 @@ def _pipeline(args: argparse.Namespace) -> int:
             path = pipeline.write(params, root)
             runs = ", ".join(pipeline.parse_models(params))
             print(f"wrote {path} (runs: {runs})")
-    except NlpzooError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _translate(args: argparse.Namespace) -> int:
-    from nlpzoo.tasks.mt import translate
-
-    try:
-        if args.input is not None:
-            lines = args.input.read_text(encoding="utf-8").splitlines()
-        else:
-            lines = sys.stdin.read().splitlines()
-        if args.mlflow_run:
-            from nlpzoo.tracking import fetch_run_dir
-
-            run_dir = fetch_run_dir(args.mlflow_run)
-        else:
-            run_dir = args.models / args.run
-        for line in translate(run_dir, lines, beam_size=args.beam):
-            print(line)
     except NlpzooError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -147,9 +147,15 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     from nlpzoo.errors import NlpzooError
 
     parser = argparse.ArgumentParser(prog="nlpzoo repro", description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", "2")))
+    parser.add_argument("--jobs", type=int, default=None, help="runs side by side (JOBS, 2)")
     parser.add_argument("--dry", action="store_true", help="print the order of the runs only")
     args, extra = parser.parse_known_args(argv)
+    if args.jobs is None:
+        jobs = os.environ.get("JOBS", "2")
+        if not jobs.strip().isdigit():
+            print(f"error: JOBS must be a whole number of runs, got {jobs!r}", file=sys.stderr)
+            return 1
+        args.jobs = int(jobs)
     root = (root or Path.cwd()).resolve()
     try:
         params = load_params(root / "params.yaml")

@@ -1,18 +1,21 @@
 """Use a trained run from the command line: `generate` and `score` (language models), `neighbours`
-and `analogy` (any run with word vectors, the language models' embeddings included).
+and `analogy` (any run with word vectors, the language models' embeddings included), `translate`
+(translation runs).
 
     python -m nlpzoo generate --run lstm_lm --prompt "the jury said" --tokens 20 --seed 1
     python -m nlpzoo score --run ngram sentences.txt
     python -m nlpzoo neighbours --run svd city king -k 5
     python -m nlpzoo analogy --run svd man king woman --method 3cosmul
+    echo "ein hund läuft" | python -m nlpzoo translate --run transformer
 
 A run is named by `--run RUN`, its folder models/RUN/ in the project (`--root`, default the
 working directory), or by `--mlflow-run ID`, the files that run logged to MLflow
 (`nlpzoo.tracking.fetch_run_dir`). Text is read as the run's corpus was prepared
 (`nlpzoo.generation.tokenize`: whitespace tokens, lowercased when the run's vocabulary is, `<unk>`
 for a word outside it). Output: one result per line, tab-separated fields; `--json` prints one
-JSON document instead. A problem (unknown run, run not trained, run of the wrong task, word not in
-the vocabulary) prints one line `error: ...` on stderr and exits with status 1.
+JSON document instead. A problem (unknown run, run not trained or its files damaged, run of the
+wrong task, word not in the vocabulary, input that is not UTF-8 text, a sentence longer than the
+model takes) prints one line `error: ...` on stderr and exits with status 1.
 
 Which family does what comes from its registry record (`nlpzoo.families.Family`: `task`,
 `vectors`); the scores are those of the evaluation protocol (`nlpzoo.tasks.lm`), the answers those
@@ -58,10 +61,17 @@ def _natural(text: str) -> int:
     return value
 
 
+MIN_TEMPERATURE = 1e-6  # below it the scaled log-probabilities leave float range: use 0
+
+
 def _temperature(text: str) -> float:
     value = float(text)
     if not value >= 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    if 0 < value < MIN_TEMPERATURE:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 (always the most probable) or at least {MIN_TEMPERATURE:g}, got {text}"
+        )
     return value
 
 
@@ -118,7 +128,11 @@ def add_commands(sub: Any) -> None:
         help="sample among the K most probable (0: all)",
     )
     g.add_argument(
-        "--seed", type=int, default=0, metavar="S", help="the same seed gives the same text (0)"
+        "--seed",
+        type=_natural,
+        default=0,
+        metavar="S",
+        help="the same seed gives the same text (0)",
     )
     g.add_argument("--samples", type=_count, default=1, metavar="M", help="samples to draw (1)")
     g.add_argument(
@@ -182,6 +196,27 @@ def add_commands(sub: Any) -> None:
     )
     a.set_defaults(handler=analogy)
 
+    tr = parser(
+        "translate",
+        "translate source lines with a translation run",
+        "Translate source sentences, one per line (German for the default runs), with a trained "
+        "translation run: the run's own SentencePiece model splits them, beam search decodes as "
+        "the evaluation does (the run's beam size, length penalty and length limit). One "
+        "translation per line, in the order of the input.",
+        "python -m nlpzoo translate --run transformer sentences.de --beam 1",
+    )
+    tr.add_argument("input", nargs="?", type=Path, help="source lines (default: stdin)")
+    tr.add_argument(
+        "--beam", type=_count, default=None, metavar="B", help="beam size (default: the run's)"
+    )
+    tr.add_argument(
+        "--models",
+        type=Path,
+        default=None,
+        help="the folder of the trained runs (default: ROOT/models)",
+    )
+    tr.set_defaults(handler=translate)
+
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the command `args` were parsed for; one line `error: ...` and status 1 on a problem."""
@@ -222,7 +257,7 @@ def _models(root: Path) -> dict[str, dict]:
 
     try:
         params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
         return {}
     models = params.get("models") if isinstance(params, dict) else None
     return {str(k): v for k, v in models.items() if isinstance(v, dict)} if models else {}
@@ -231,10 +266,12 @@ def _models(root: Path) -> dict[str, dict]:
 def _load_config(folder: Path, what: str) -> dict:
     try:
         config = json.loads((folder / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8
         raise UseError(f"{what}: {folder / 'config.json'} unreadable ({e})") from None
     from nlpzoo.families import FAMILIES
 
+    if not isinstance(config, dict):
+        raise UseError(f"{what}: {folder / 'config.json'} is not a run's config (a JSON object)")
     if config.get("family") not in FAMILIES:
         raise UseError(f"{what}: unknown family '{config.get('family')}' in {folder}/config.json")
     return config
@@ -251,13 +288,14 @@ def resolve(args: argparse.Namespace) -> Trained:
         return Trained(str(config.get("run", args.mlflow_run)), folder, config, root)
     name = args.run
     models = _models(root)
-    folder = root / "models" / name
+    trained_runs = getattr(args, "models", None) or root / "models"
+    folder = trained_runs / name
     trained = (folder / "config.json").is_file()
     if name not in models and not trained:
         from nlpzoo.config import closest
 
         known = sorted(models) or sorted(
-            p.name for p in (root / "models").glob("*") if (p / "config.json").is_file()
+            p.name for p in trained_runs.glob("*") if (p / "config.json").is_file()
         )
         hint = closest(name, known)
         raise UseError(
@@ -321,7 +359,9 @@ def load_vocab(t: Trained) -> Any:
     it must have the size the run was trained with."""
     from nlpzoo.data.vocab import Vocab
 
-    places = [t.folder / "vocab.txt", t.root / "data" / str(t.config["data"]) / "vocab.txt"]
+    places = [t.folder / "vocab.txt"]
+    if t.config.get("data"):
+        places.append(t.root / "data" / str(t.config["data"]) / "vocab.txt")
     path = next((p for p in places if p.is_file()), None)
     if path is None:
         raise UseError(
@@ -339,9 +379,44 @@ def load_vocab(t: Trained) -> Any:
 
 
 def load_model(t: Trained) -> Any:
+    """The run's model; a clear error when its file is damaged or does not fit its config."""
+    import pickle
+    import zipfile
+
     from nlpzoo.tasks import load_model as load
 
-    return load(t.folder)
+    try:
+        return load(t.folder)
+    except NlpzooError:
+        raise
+    except (OSError, EOFError, RuntimeError, ValueError, KeyError, TypeError, pickle.PickleError,
+            zipfile.BadZipFile) as e:  # fmt: skip
+        raise UseError(
+            f"run '{t.name}': its model in {t.folder} is damaged or incomplete "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'}); "
+            f"run `dvc repro train-{t.name}`"
+        ) from None
+
+
+def read_input(path: Path | None) -> str:
+    """The text of `path`, or of standard input without one; a clear error when it cannot be read
+    or is not UTF-8."""
+    where = str(path) if path is not None else "standard input"
+    try:
+        if path is not None:
+            data = path.read_bytes()
+        elif hasattr(sys.stdin, "buffer"):
+            data = sys.stdin.buffer.read()
+        else:  # a stream that is text already (an embedding program's)
+            return sys.stdin.read()
+    except OSError as e:
+        raise UseError(f"cannot read {where}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UseError(
+            f"{where} is not UTF-8 text (byte {e.start}: {data[e.start]:#04x})"
+        ) from None
 
 
 def _note(message: str) -> None:
@@ -409,13 +484,7 @@ def score(args: argparse.Namespace) -> None:
     t = resolve(args)
     need_lm(t, "score")
     vocab = load_vocab(t)
-    if args.input is not None:
-        try:
-            text = args.input.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UseError(f"cannot read {args.input}: {e}") from None
-    else:
-        text = sys.stdin.read()
+    text = read_input(args.input)
     # as the corpus is prepared: a line without a token is no sentence
     lines = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -534,7 +603,7 @@ def analogy(args: argparse.Namespace) -> None:
 
         try:
             params = yaml.safe_load((t.root / "params.yaml").read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
+        except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
             params = {}
         section = params.get("evaluation") if isinstance(params, dict) else None
         restrict = build(EvaluationConfig, section, "evaluation").restrict_vocab
@@ -552,3 +621,42 @@ def analogy(args: argparse.Namespace) -> None:
         return
     for w, s in answers:
         print(f"{w}\t{s:.4f}")
+
+
+# --------------------------------------------------------------------------- translate
+
+
+def need_mt(t: Trained, command: str) -> None:
+    if t.family.task == "mt":
+        return
+    from nlpzoo.families import FAMILIES
+
+    what = TASK_NAMES.get(t.family.task, t.family.task)
+    raise UseError(
+        f"run '{t.name}' is a {what} run (family {t.family.name}); `{command}` takes a "
+        f"translation run: {_runs_for(t, lambda f: FAMILIES[f].task == 'mt')}"
+    )
+
+
+def translate(args: argparse.Namespace) -> None:
+    from nlpzoo.tasks.mt import translate as translate_lines
+
+    t = resolve(args)
+    need_mt(t, "translate")
+    lines = read_input(args.input).splitlines()
+    load_model(t)  # a damaged model file: a clear error before anything is decoded
+    try:
+        out = translate_lines(t.folder, lines, beam_size=args.beam)
+    except ValueError as e:
+        if "max_positions" not in str(e):
+            raise
+        longest = max(range(len(lines)), key=lambda i: len(lines[i].split()))
+        raise UseError(
+            f"run '{t.name}' cannot translate this input: {e}. Its longest line is line "
+            f"{longest + 1} ({len(lines[longest].split())} words): split long lines"
+        ) from None
+    if args.json:
+        _print_json({"run": t.name, "translations": out})
+        return
+    for line in out:
+        print(line)
