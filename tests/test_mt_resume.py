@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from interrupts import KillAt
 from nlpzoo.tracking import Tracker
 from test_lifecycle_mt import _tiny_params
 from test_lifecycle_mt import project as project
-from test_training_resume import _FirstStep, _inactive, _Kill, _train
+from test_training_resume import _FirstStep, _inactive, _train
 
 RUN = "transformer"
 
@@ -26,7 +27,7 @@ def test_killed_translation_run_resumes_from_its_last_epoch(project, monkeypatch
     uninterrupted = _train(monkeypatch, params, RUN, project, _FirstStep(starts))
     reference = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, RUN, project, _Kill(7), _FirstStep(starts))
+        _train(monkeypatch, params, RUN, project, KillAt(7), _FirstStep(starts))
     stats = _train(monkeypatch, params, RUN, project, _FirstStep(starts))
     assert starts == [0, 0, 5]  # 5 batches per epoch: resumed from the end of epoch 1
     resumed = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]

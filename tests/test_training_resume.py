@@ -24,6 +24,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 
+from interrupts import KillAt
 from nlpzoo import lifecycle, training
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.tracking import Tracker
@@ -103,15 +104,6 @@ def project(tmp_path, monkeypatch):
     signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after a KeyboardInterrupt
 
 
-class _Kill(pl.Callback):
-    def __init__(self, at_step: int) -> None:
-        self.at_step = at_step
-
-    def on_train_batch_end(self, trainer, *args) -> None:
-        if trainer.global_step == self.at_step:
-            raise KeyboardInterrupt(f"simulated kill at step {self.at_step}")
-
-
 class _FirstStep(pl.Callback):
     """Records the step each fit starts from."""
 
@@ -175,7 +167,7 @@ def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(
 
     kill_at = 47  # mid second epoch (25-35 batches each), 7 steps after the step-40 checkpoint
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, project, _Kill(kill_at), _FirstStep(starts))
+        _train(monkeypatch, params, run, project, KillAt(kill_at), _FirstStep(starts))
     assert (project / "checkpoints" / run / "resume.ckpt").is_file()
     assert not (project / "models" / run).exists() or not list(
         (project / "models").glob(f".{run}.*")
@@ -202,7 +194,7 @@ def test_resumed_run_continues_its_own_mlflow_run(tmp_path, monkeypatch):
     params = tiny_params(run)
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, root, _Kill(47), _FirstStep(starts))
+        _train(monkeypatch, params, run, root, KillAt(47), _FirstStep(starts))
     signal.signal(signal.SIGINT, handler)
     recorded = json.loads((root / "checkpoints" / run / "mlflow_run.json").read_text())["run_id"]
     client = MlflowClient(tracking_uri=uri)
@@ -223,7 +215,7 @@ def test_changed_params_start_fresh(project, monkeypatch):
     run, starts = "nnlm", []
     params = tiny_params(run)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, project, _Kill(25), _FirstStep(starts))
+        _train(monkeypatch, params, run, project, KillAt(25), _FirstStep(starts))
     params[run]["lr"] = 0.05  # other params: the checkpoint of step 20 is not theirs
     params[run]["trainer"]["max_epochs"] = 1
     _train(monkeypatch, params, run, project, _FirstStep(starts))

@@ -14,6 +14,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from interrupts import FirstChunk, KillAt
 from nlpzoo.data.glove import (
     ChunkSampler,
     CooccurBatches,
@@ -315,27 +316,6 @@ def test_resuming_after_a_chunk_continues_as_the_uninterrupted_run():
     assert torch.equal(resumed.context.weight, whole.context.weight)
 
 
-class _Kill(pl.Callback):
-    def __init__(self, at_step: int) -> None:
-        self.at_step = at_step
-
-    def on_train_batch_end(self, trainer, *args) -> None:
-        if trainer.global_step == self.at_step:
-            raise KeyboardInterrupt(f"simulated kill at step {self.at_step}")
-
-
-class _Starts(pl.Callback):
-    """Records (global step, chunk) of the first batch of each fit."""
-
-    def __init__(self, starts: list) -> None:
-        self.starts, self.first = starts, True
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if self.first:
-            self.starts.append((trainer.global_step, batch["chunk"]))
-            self.first = False
-
-
 def _project(root: Path) -> Path:
     """A tiny project: a grouped co-occurrence matrix at `root/data/cooccur`."""
     from nlpzoo.data.vocab import Vocab
@@ -401,11 +381,11 @@ def test_a_killed_pipeline_run_resumes_mid_epoch_and_ends_as_the_uninterrupted_o
     root = _project(tmp_path / "b")
     starts: list[tuple[int, int]] = []
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _pipeline_run(monkeypatch, root, _Kill(9), _Starts(starts))
+        _pipeline_run(monkeypatch, root, KillAt(9), FirstChunk(starts))
     assert (root / "checkpoints" / "glove" / "resume.ckpt").is_file()
     handler = signal.getsignal(signal.SIGINT)
     try:
-        resumed = _pipeline_run(monkeypatch, root, _Starts(starts))
+        resumed = _pipeline_run(monkeypatch, root, FirstChunk(starts))
     finally:
         signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after an interrupt
     assert starts == [(0, 0), (8, 3)]  # (global step, chunk) of each fit's first step

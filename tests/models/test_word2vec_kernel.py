@@ -17,6 +17,7 @@ import pytorch_lightning as pl
 import torch
 from scipy.stats import chisquare
 
+from interrupts import FirstChunk, KillAt
 from nlpzoo.data.vocab import EOS, UNK, Vocab
 from nlpzoo.data.word2vec import (
     ChunkSampler,
@@ -532,27 +533,6 @@ def test_the_torch_backend_keeps_its_batches():
 # ---------------------------------------------------------------------------------- the pipeline
 
 
-class _Kill(pl.Callback):
-    def __init__(self, at_step: int) -> None:
-        self.at_step = at_step
-
-    def on_train_batch_end(self, trainer, *args) -> None:
-        if trainer.global_step == self.at_step:
-            raise KeyboardInterrupt(f"simulated kill at step {self.at_step}")
-
-
-class _Starts(pl.Callback):
-    """Records (global step, chunk) of the first batch of each fit."""
-
-    def __init__(self, starts: list) -> None:
-        self.starts, self.first = starts, True
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if self.first:
-            self.starts.append((trainer.global_step, batch["chunk"]))
-            self.first = False
-
-
 def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
     """The skipgram run of a tiny project through the pipeline's lifecycle (numba path, one
     kernel thread, 5 chunks an epoch, a resume checkpoint every 4 steps)."""
@@ -621,11 +601,11 @@ def test_a_killed_pipeline_run_resumes_mid_epoch_and_ends_as_the_uninterrupted_o
     root = _project(tmp_path / "b")
     starts: list[tuple[int, int]] = []
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _pipeline_run(monkeypatch, root, _Kill(9), _Starts(starts))
+        _pipeline_run(monkeypatch, root, KillAt(9), FirstChunk(starts))
     assert (root / "checkpoints" / "skipgram" / "resume.ckpt").is_file()
     handler = signal.getsignal(signal.SIGINT)
     try:
-        resumed = _pipeline_run(monkeypatch, root, _Starts(starts))
+        resumed = _pipeline_run(monkeypatch, root, FirstChunk(starts))
     finally:
         signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after an interrupt
     assert starts == [(0, 0), (8, 3)]  # (global step, chunk) of each fit's first step
