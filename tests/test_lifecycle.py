@@ -6,6 +6,7 @@ Parametrized over `models:` of the project's params.yaml, so a new run cannot be
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -139,7 +140,7 @@ def test_every_lm_run_trains_and_scores_every_token(project, run):
     assert set(FAMILIES) >= {family}
 
 
-def test_mixture_never_worse_than_its_parts_on_validation(project):
+def test_mixture_never_worse_than_its_parts_on_validation(project, caplog):
     params = _tiny_params("nnlm")
     for run in ("ngram", "nnlm"):
         if not (project / "eval" / run / "logprobs.npz").is_file():
@@ -155,6 +156,22 @@ def test_mixture_never_worse_than_its_parts_on_validation(project):
     # the enabled runs of `models:` only: a run switched off is not mixed, whatever is on disk
     params["models"]["nnlm"]["enabled"] = False
     assert "nnlm" not in mixtures(params, project)
+    # a baseline that is not an enabled run: nothing mixed, and the file and the log say why
+    params["models"]["nnlm"]["enabled"] = True
+    params["mixture"] = {**(params.get("mixture") or {}), "baseline": "ngramm"}
+    with caplog.at_level(logging.WARNING, logger="nlpzoo.evaluation.mixture"):
+        assert mixtures(params, project) == {}
+    saved = json.loads((project / "metrics" / "mixtures.json").read_text())
+    assert saved["runs"] == {} and "did you mean 'ngram'?" in saved["skipped"]
+    assert saved["skipped"] in caplog.text
+    params["mixture"]["baseline"] = "ngram"
+    (project / "eval" / "ngram" / "logprobs.npz").rename(project / "eval" / "ngram" / "lp.npz")
+    try:
+        assert mixtures(params, project) == {}
+        saved = json.loads((project / "metrics" / "mixtures.json").read_text())
+        assert "run `dvc repro evaluate-ngram`" in saved["skipped"]
+    finally:
+        (project / "eval" / "ngram" / "lp.npz").rename(project / "eval" / "ngram" / "logprobs.npz")
 
 
 VECTOR_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "vectors"]

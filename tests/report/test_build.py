@@ -170,6 +170,9 @@ def test_one_lm_run_only(tmp_path):
     assert "`ngram`: no metrics/ngram.json" in text and "`cbow`: no metrics/cbow.json" in text
     assert "`nnlm`: metrics lack `params`, `train_seconds`, `train_tokens_per_s`" in text
     assert "`nnlm`: no learning curve plots/nnlm.csv" in text
+    assert "No ratios and no mixtures" not in text  # the baseline is enabled, not yet scored
+    text = _render(dirs, {"nnlm": "nnlm"})  # the baseline switched off
+    assert "No ratios and no mixtures: the baseline `ngram` (params `mixture.baseline`)" in text
 
 
 def test_a_metrics_file_missing_a_key_and_a_broken_one(tmp_path):

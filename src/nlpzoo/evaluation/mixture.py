@@ -9,16 +9,19 @@ identical tokens, then applied unchanged to test. Everything is float64.
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nlpzoo.config import build
+from nlpzoo.config import build, closest
 from nlpzoo.io import atomic_write_json
 from nlpzoo.params import MixtureConfig, parse_models
 from nlpzoo.tracking import Tracker
+
+log = logging.getLogger(__name__)
 
 
 def _pair(lp_a: np.ndarray, lp_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,13 +78,18 @@ def choose_lambda(lp_a_valid: np.ndarray, lp_b_valid: np.ndarray) -> float:
 def mixtures(params: dict, root: Path) -> dict:
     """Bengio et al. (2003) mixtures: p = λ p_run + (1 − λ) p_baseline for every other enabled
     language-model run of `models:`, λ chosen on the validation split; written to
-    `metrics/mixtures.json` and to each run's MLflow run as `test_ppl_mix`."""
+    `metrics/mixtures.json` and to each run's MLflow run as `test_ppl_mix`. Without the
+    baseline (not an enabled run, or not evaluated) nothing is mixed: the file says why under
+    `skipped`, and so does a warning."""
     cfg = build(MixtureConfig, params.get("mixture"), "mixture")
     specs = parse_models(params)  # the enabled runs only
     root = Path(root)
     out: dict[str, Any] = {}
     base_path = root / "eval" / cfg.baseline / "logprobs.npz"
-    if cfg.baseline in specs and base_path.is_file():
+    skipped = _without_baseline(cfg.baseline, specs, base_path)
+    if skipped:
+        log.warning(skipped)
+    else:
         base = np.load(base_path)
         for name, spec in specs.items():
             path = root / "eval" / name / "logprobs.npz"
@@ -106,8 +114,26 @@ def mixtures(params: dict, root: Path) -> dict:
                     "mix_lambda": out[name]["lambda"],
                 }
             )
-    atomic_write_json(root / "metrics" / "mixtures.json", {"baseline": cfg.baseline, "runs": out})
+    record: dict[str, Any] = {"baseline": cfg.baseline, "runs": out}
+    if skipped:
+        record["skipped"] = skipped
+    atomic_write_json(root / "metrics" / "mixtures.json", record)
     return out
+
+
+def _without_baseline(baseline: str, specs: dict, base_path: Path) -> str | None:
+    """Why there can be no mixture with `baseline`, or None when there can."""
+    if baseline not in specs or specs[baseline].task != "lm":
+        runs = [n for n, s in specs.items() if s.task == "lm"]
+        hint = closest(baseline, runs)
+        return (
+            f"no mixtures: the baseline {baseline!r} (params mixture.baseline) is not an "
+            "enabled language-model run of models:"
+            + (f"; did you mean {hint!r}?" if hint else f" ({', '.join(runs) or 'none'})")
+        )
+    if not base_path.is_file():
+        return f"no mixtures: {base_path} is missing; run `dvc repro evaluate-{baseline}`"
+    return None
 
 
 def _perplexity(log_probs: np.ndarray) -> float:

@@ -88,6 +88,7 @@ def build_report(
         fig_dir.mkdir()
         ctx = _Context(cfg, prov, params, found, Path(plots_dir), Path(eval_dir), Path(models_dir))
         ctx.tasks = {task_of(family) for family in runs.values()}  # found or not
+        ctx.enabled = runs
         blocks: list[Block] = [Heading(TITLE, 1)]
         blocks += _header(ctx)
         blocks += _language_models(ctx, mixtures)
@@ -133,6 +134,7 @@ class _Context:
         self.plots_dir, self.eval_dir, self.models_dir = plots_dir, eval_dir, models_dir
         self.notes: list[str] = []  # missing artifacts, for the footer
         self.tasks: set[str] = set()  # the tasks of the runs shown (data rows of the header)
+        self.enabled: dict[str, str] = {}  # every run to report, found or not -> its family
 
     def of_task(self, task: str) -> list[Run]:
         return [r for r in self.runs.values() if r.task == task]
@@ -214,6 +216,13 @@ def _language_models(ctx: _Context, mixtures: dict) -> list[Block]:
         ),
         Table(tables.lm_table(runs, mixtures, baseline, paper=_on_brown(ctx))),
     ]
+    if baseline not in ctx.enabled or task_of(ctx.enabled[baseline]) != "lm":
+        blocks.append(
+            Para(
+                f"No ratios and no mixtures: the baseline `{baseline}` (params "
+                "`mixture.baseline`) is not an enabled language-model run of `models:`."
+            )
+        )
     if _on_brown(ctx):
         blocks.append(
             Para(
