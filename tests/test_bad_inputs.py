@@ -117,3 +117,31 @@ def test_stage_reports_a_full_disk_in_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "error: disk full while writing models/.lstm_lm.x1.tmp/model.pt" in err
     assert "previous outputs are unchanged" in err
+
+
+def test_vocab_stage_names_a_vocabulary_size_the_text_cannot_give(tmp_path, monkeypatch):
+    import runpy
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    prepared = tmp_path / "data" / "prepared" / "mt"
+    prepared.mkdir(parents=True)
+    # 60 distinct characters: at character_coverage 1 every one needs a piece of its own
+    text = "".join(
+        "".join(chr(0x41 + (i * 7 + j) % 60) for j in range(12)) + "\n" for i in range(300)
+    )
+    for split in ("train", "valid", "test"):
+        for side in ("src", "tgt"):
+            (prepared / f"{split}.{side}").write_text(text)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["vocab"]["mt"]["vocab_size"] = 16
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    stage = runpy.run_path(str(root / "stages" / "vocab.py"))
+    with pytest.raises(DataError) as err:
+        stage["main"](["mt"])
+    message = str(err.value)
+    assert message.startswith("vocab.mt.vocab_size 16 does not fit the training text")
+    assert "smaller than required_chars. 16 vs 6" in message and "character_coverage" in message
+    assert not (tmp_path / "data" / "vocab" / "mt" / "spm.model").exists()
