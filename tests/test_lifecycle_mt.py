@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -193,6 +194,15 @@ def test_translate_refuses_bad_input_with_one_line(project, tmp_path):
         assert code == 1 and out == "", (name, path, err)
         assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     assert "line 2 (400 words)" in _translate(project, "--run", run, str(long))[2]
+    damaged = project / "models" / "damaged"  # the run with its SentencePiece model cut short
+    shutil.copytree(project / "models" / run, damaged, dirs_exist_ok=True)
+    (damaged / "spm.model").write_bytes((damaged / "spm.model").read_bytes()[:100])
+    code, out, err = _translate(project, "--run", "damaged", str(good))
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "run 'damaged': " in err and "spm.model cannot be loaded" in err, err
+    (damaged / "spm.model").unlink()
+    assert "spm.model is missing" in _translate(project, "--run", "damaged", str(good))[2]
+    shutil.rmtree(damaged)
     for beam in ("0", "-1"):  # refused before anything is loaded
         code, _, err = _translate(project, "--run", run, "--beam", beam, str(good))
         assert code == 2 and "must be >= 1" in err

@@ -526,9 +526,11 @@ def test_each_error_is_one_line_and_status_1(project, args, message):
     ],
 )
 def test_options_out_of_range_are_refused_by_the_parser(project, args, message):
-    with pytest.raises(SystemExit) as e:
-        cli(project, *args)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+        main([*args, "--root", str(project)])
     assert e.value.code == 2
+    assert f"argument {args[3]}: {message}" in err.getvalue()
 
 
 def test_damaged_runs_and_inputs_give_one_line_errors(project, tmp_path):
@@ -536,8 +538,8 @@ def test_damaged_runs_and_inputs_give_one_line_errors(project, tmp_path):
     broken = {
         "as_list": ("[]", None, "is not a run's config (a JSON object)"),
         "no_data": ('{"family": "nnlm"}', b"", "its vocabulary is not found"),
-        "truncated": (
-            json.dumps({"family": "lstm_lm", "data": "vocab/lm"}),
+        "truncated": (  # lstm_lm's run, its model.pt cut short
+            (models / "lstm_lm" / "config.json").read_text(),
             (models / "lstm_lm" / "model.pt").read_bytes()[:1000],
             "run 'truncated': its model in",
         ),
@@ -547,9 +549,6 @@ def test_damaged_runs_and_inputs_give_one_line_errors(project, tmp_path):
             (models / name).mkdir()
             (models / name / "config.json").write_text(config)
             (models / name / "model.pt").write_bytes(model if model is not None else b"")
-        (models / "truncated" / "config.json").write_text(
-            json.dumps({**json.loads((models / "lstm_lm" / "config.json").read_text())})
-        )
         for name, (_, _, message) in broken.items():
             code, out, err = cli(project, "generate", "--run", name, stdin="")
             assert code == 1 and out == "" and err.count("\n") == 1, err

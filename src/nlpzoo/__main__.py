@@ -93,6 +93,9 @@ def _pipeline(args: argparse.Namespace) -> int:
     except NlpzooError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except UnicodeDecodeError as e:
+        print(f"error: {root / 'params.yaml'} is not UTF-8 text ({e.reason})", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     except NlpzooError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except UnicodeDecodeError as e:
+        print(f"error: {root / 'params.yaml'} is not UTF-8 text ({e.reason})", file=sys.stderr)
+        return 1
     if args.dry:
         for name in schedule(params, root):
             seconds = recorded_seconds(root, name)

@@ -242,6 +242,7 @@ class Trained:
     folder: Path
     config: dict
     root: Path
+    mlflow: bool = False  # fetched from MLflow (folder: the local copy of its files)
 
     @property
     def family(self) -> Any:
@@ -285,7 +286,7 @@ def resolve(args: argparse.Namespace) -> Trained:
 
         folder = fetch_run_dir(args.mlflow_run)
         config = _load_config(folder, f"MLflow run {args.mlflow_run}")
-        return Trained(str(config.get("run", args.mlflow_run)), folder, config, root)
+        return Trained(str(config.get("run", args.mlflow_run)), folder, config, root, True)
     name = args.run
     models = _models(root)
     trained_runs = getattr(args, "models", None) or root / "models"
@@ -304,13 +305,16 @@ def resolve(args: argparse.Namespace) -> Trained:
             + (f" (runs: {', '.join(known)})" if known else f" (no {root / 'params.yaml'})")
         )
     if not trained or not any((folder / f).is_file() for f in ("model.pt", "model.npz")):
+        if getattr(args, "models", None) is not None:  # a folder of the user's: say which
+            raise UseError(f"no trained run '{name}' in {trained_runs} (no model in {folder})")
         if models.get(name, {}).get("enabled", True) is False:
             raise UseError(
                 f"run '{name}' is not trained yet, and disabled in params.yaml (`enabled: "
                 f"false`): enable it, then `python -m nlpzoo pipeline && dvc repro train-{name}`"
             )
         raise UseError(f"run '{name}' is not trained yet: run `dvc repro train-{name}`")
-    return Trained(name, folder, _load_config(folder, f"run '{name}'"), root)
+    what = f"run '{name}' (`dvc repro train-{name}` remakes it)"
+    return Trained(name, folder, _load_config(folder, what), root)
 
 
 def _runs_for(t: Trained, wanted: Any) -> str:
@@ -378,8 +382,16 @@ def load_vocab(t: Trained) -> Any:
     return vocab
 
 
+def _remake(t: Trained) -> str:
+    """How to get a run's files anew."""
+    if t.mlflow:
+        return f"delete {t.folder} (the local copy of the MLflow run's files) and try again"
+    return f"run `dvc repro train-{t.name}`"
+
+
 def load_model(t: Trained) -> Any:
-    """The run's model; a clear error when its file is damaged or does not fit its config."""
+    """The run's model; a clear error when its file cannot be read or does not fit the code
+    (damaged, cut short, or written by another version: retraining remakes it)."""
     import pickle
     import zipfile
 
@@ -391,11 +403,29 @@ def load_model(t: Trained) -> Any:
         raise
     except (OSError, EOFError, RuntimeError, ValueError, KeyError, TypeError, pickle.PickleError,
             zipfile.BadZipFile) as e:  # fmt: skip
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else "no detail"
         raise UseError(
-            f"run '{t.name}': its model in {t.folder} is damaged or incomplete "
-            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'}); "
-            f"run `dvc repro train-{t.name}`"
-        ) from None
+            f"run '{t.name}': its model in {t.folder} cannot be loaded ({type(e).__name__}: "
+            f"{detail}): the file is damaged, cut short or written by other code; {_remake(t)}"
+        ) from e
+
+
+def load_codec(t: Trained) -> Any:
+    """A translation run's SentencePiece model (models/RUN/spm.model)."""
+    from nlpzoo.data.mt import Codec
+
+    path = t.folder / "spm.model"
+    if not path.is_file():
+        raise UseError(f"run '{t.name}': {path} is missing; {_remake(t)}")
+    try:
+        return Codec(path)
+    except NlpzooError as e:  # a SentencePiece model of another vocabulary
+        raise UseError(f"run '{t.name}': {e}; {_remake(t)}") from e
+    except (OSError, RuntimeError, ValueError, IndexError) as e:  # SentencePiece's errors
+        raise UseError(
+            f"run '{t.name}': {path} cannot be loaded ({type(e).__name__}: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no detail'}); {_remake(t)}"
+        ) from e
 
 
 def read_input(path: Path | None) -> str:
@@ -639,14 +669,21 @@ def need_mt(t: Trained, command: str) -> None:
 
 
 def translate(args: argparse.Namespace) -> None:
-    from nlpzoo.tasks.mt import translate as translate_lines
+    """As `nlpzoo.tasks.mt.translate`, with the model and its SentencePiece model loaded here so
+    that a damaged file is one clear error."""
+    from nlpzoo.evaluation.decoding import translate_batches
 
     t = resolve(args)
     need_mt(t, "translate")
     lines = read_input(args.input).splitlines()
-    load_model(t)  # a damaged model file: a clear error before anything is decoded
+    model = load_model(t)
+    codec = load_codec(t)
+    cfg = model.config
+    beam = args.beam or cfg.beam_size
     try:
-        out = translate_lines(t.folder, lines, beam_size=args.beam)
+        ids = translate_batches(  # 32 sentences a batch, as tasks.mt.translate
+            model, codec.encode(lines), 32, beam, cfg.length_penalty, cfg.max_len_ratio
+        )
     except ValueError as e:
         if "max_positions" not in str(e):
             raise
@@ -655,8 +692,9 @@ def translate(args: argparse.Namespace) -> None:
             f"run '{t.name}' cannot translate this input: {e}. Its longest line is line "
             f"{longest + 1} ({len(lines[longest].split())} words): split long lines"
         ) from None
+    out = codec.decode(ids)
     if args.json:
-        _print_json({"run": t.name, "translations": out})
+        _print_json({"run": t.name, "beam": beam, "translations": out})
         return
     for line in out:
         print(line)
