@@ -575,6 +575,7 @@ def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
     assert rows["**sum of the stages**"].split("|")[2:4] == [" 13:49 ", " 14:00 "]
     # the first starts at 10:00:00, the last (mixture, 13th) finishes at 10:07:15.4
     assert rows["**elapsed**, first start to last finish"].split("|")[2] == " 7:15 "
+    assert rows["**of which a stage running**"].split("|")[2] == " 7:15 "  # no gap between them
     html = (dirs["reports"] / "index.html").read_text()
     assert "<td><code>train-nnlm</code></td><td>1:15</td>" in html
 
@@ -586,3 +587,30 @@ def test_time_per_stage_when_nothing_was_recorded(tmp_path):
     assert list(rows)[-3:] == ["`train-svd`", "`evaluate-svd`", "`mixture`"]
     assert all("not recorded" in r for k, r in rows.items() if k != "stage")
     assert "## 6." not in _render(dirs, {"svd": "svd"})  # no timings_dir: no section
+
+
+def test_time_per_stage_counts_the_gaps_between_reruns(tmp_path):
+    """Two stages an hour apart, one overlapping a third: the span holds the gap, the time with
+    a stage running does not."""
+    dirs = _project(tmp_path)
+    timings = tmp_path / "timings"
+    t0 = datetime(2025, 1, 2, 10, 0, tzinfo=timezone.utc)
+    for stage, start, seconds in (
+        ("corpus@lm", 0, 60),
+        ("prepare@lm", 30, 60),  # overlaps corpus@lm: 90 s together
+        ("vocab@lm", 3600, 120),  # an hour later
+    ):
+        began = t0 + timedelta(seconds=start)
+        _write(
+            timings / f"{stage}.json",
+            {
+                "stage": stage,
+                "seconds": seconds,
+                "started": began.isoformat(),
+                "finished": (began + timedelta(seconds=seconds)).isoformat(),
+            },
+        )
+    rows = _rows(_render(dirs, {}, timings_dir=timings), "## 6. Time per stage")
+    assert rows["**sum of the stages**"].split("|")[2] == " 4:00 "
+    assert rows["**elapsed**, first start to last finish"].split("|")[2] == " 1:02:00 "
+    assert rows["**of which a stage running**"].split("|")[2] == " 3:30 "

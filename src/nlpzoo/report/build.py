@@ -555,7 +555,8 @@ def _timings(timings: dict[str, dict | None]) -> list[Block]:
             "count where it loads torch, and the 1-minute load average at its end; a stage DVC "
             "did not rerun keeps the record of its last run. The elapsed time, from the first "
             "start to the last finish, is shorter than the sum of the stages when stages ran in "
-            "parallel, and longer when time passed between them."
+            "parallel, and longer when time passed between them (stages rerun later); the last "
+            "row leaves out the time with no stage running."
         ),
         Table(tables.timings_table(timings)),
     ]

@@ -298,10 +298,26 @@ def _time(value: Any) -> datetime | None:
         return None
 
 
+def _union_seconds(spans: list) -> float | None:
+    """Seconds covered by at least one of the (start, end) spans."""
+    if not spans:
+        return None
+    total, reach = 0.0, None
+    for a, b in sorted(spans):
+        if reach is None or a > reach:
+            total += (b - a).total_seconds()
+            reach = b
+        elif b > reach:
+            total += (b - reach).total_seconds()
+            reach = b
+    return total
+
+
 def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
     """One row per stage (timings/STAGE.json, in the given order; "not recorded" where there is
-    none), then the sum of the stages' wall and CPU times and the elapsed span from the
-    earliest start to the latest finish."""
+    none), then the sum of the stages' wall and CPU times, the elapsed span from the earliest
+    start to the latest finish, and the part of it with at least one stage running (less than
+    the span when some stages were rerun later)."""
     rows = []
     for stage, t in timings.items():
         if t is None:
@@ -324,6 +340,8 @@ def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
         starts = [x for x in (_time(t.get("started")) for t in recorded) if x is not None]
         ends = [x for x in (_time(t.get("finished")) for t in recorded) if x is not None]
         span = (max(ends) - min(starts)).total_seconds() if starts and ends else None
+        spans = [(_time(t.get("started")), _time(t.get("finished"))) for t in recorded]
+        busy = _union_seconds([(a, b) for a, b in spans if a is not None and b is not None])
         rows.append(
             {
                 "stage": "**sum of the stages**",
@@ -334,5 +352,6 @@ def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
         rows.append(
             {"stage": "**elapsed**, first start to last finish", "wall time": duration(span)}
         )
+        rows.append({"stage": "**of which a stage running**", "wall time": duration(busy)})
     columns = ["stage", "wall time", "CPU time", "threads", "load (1 min)"]
     return pd.DataFrame(rows, columns=columns).fillna(DASH)
