@@ -30,7 +30,9 @@ over seeds (every seed's words/s is kept too), quality the mean.
 
 The result goes to `--out` as JSON: one entry per variant and thread count, with both words/s,
 speed_ratio (ours / gensim, of the medians) and the per-seed ratios' median and range (each seed's
-two runs back to back), both analogy accuracies (%) and ρ (and ρ of every seed: one seed's
+two runs back to back), the words/s of our kernel's calls alone (kernel_speed_ratio against
+gensim's run) and the median share of our run's time spent outside them, both analogy accuracies
+(%) and ρ (and ρ of every seed: one seed's
 ρ varies by about 0.02, so a mean over 3 seeds is uncertain by about ±0.012; ws353_gap_se is the
 standard error of ours − gensim), the threads, and the 1-minute load average before and after the
 variant (a busy machine makes the speeds meaningless).
@@ -145,10 +147,13 @@ def train_pipeline(
     seed: int,
     backend: str,
     init_scale: float = 0.5,
-) -> tuple[float, np.ndarray, float]:
-    """(fit seconds, vectors, last epoch's training loss) of one run through the pipeline's
-    entry point, `nlpzoo.lifecycle.train`."""
+) -> tuple[float, np.ndarray, float, float]:
+    """(fit seconds, vectors, last epoch's training loss, seconds inside the compiled kernel) of
+    one run through the pipeline's entry point, `nlpzoo.lifecycle.train`. The kernel's seconds
+    are those of its calls (`word2vec_kernel.train_tokens`, one per Lightning step), timed
+    around each call; 0 for the torch backend."""
     from nlpzoo import lifecycle
+    from nlpzoo.models import word2vec_kernel
 
     name = f"{model}_{objective}_{backend}_{threads}_{seed}"
     params = {
@@ -172,13 +177,27 @@ def train_pipeline(
             },
         },
     }
-    stats = lifecycle.train(params, name, root)
+    kernel = word2vec_kernel.train_tokens
+    inside = [0.0]
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            inside[0] += time.perf_counter() - t0
+
+    word2vec_kernel.train_tokens = timed  # looked up at each step (nlpzoo.models.word2vec)
+    try:
+        stats = lifecycle.train(params, name, root)
+    finally:
+        word2vec_kernel.train_tokens = kernel
     blob = torch.load(root / "models" / name / "model.pt", map_location="cpu", weights_only=True)
     vectors = blob["state_dict"]["W_in"].numpy()
     curve = (root / "plots" / f"{name}.csv").read_text().split()
     header, last = curve[0].split(","), curve[-1].split(",")
     loss = float(last[header.index("train_loss")] or "nan")
-    return float(stats["fit_seconds"]), vectors, loss
+    return float(stats["fit_seconds"]), vectors, loss, inside[0]
 
 
 def main() -> None:
@@ -220,11 +239,23 @@ def main() -> None:
         warm = make_project(Path(tmp) / "warm", vocab, stream[: min(len(stream), 20_000)])
         train_pipeline(warm, "skipgram", "negative", 1, 1, 0, "numba")
 
-        def summary(runs) -> dict:  # [(seconds, words, vectors, loss)] over seeds
+        def summary(runs) -> dict:  # [(seconds, words, vectors, loss[, kernel s])] over seeds
             per_seed = [words * args.epochs / r[0] for r in runs]
             rates = sorted(per_seed)
             qs = [quality(r[1], r[2], datasets) for r in runs]
+            kernel = [r[4] for r in runs if len(r) > 4 and r[4] > 0]
+            extra = {}
+            if kernel:  # ours: the kernel's own speed, and the share of the run outside it
+                extra = {
+                    "kernel_words_per_s": float(
+                        np.median([words * args.epochs / k for k in kernel])
+                    ),
+                    "outside_kernel_share": float(
+                        np.median([1 - r[4] / r[0] for r in runs if len(r) > 4 and r[4] > 0])
+                    ),
+                }
             return {
+                **extra,
                 "words_per_s": rates[len(rates) // 2],
                 "words_per_s_seeds": [round(r) for r in per_seed],
                 "ws353": float(np.mean([q["ws353"] for q in qs])),
@@ -250,7 +281,7 @@ def main() -> None:
                     gensim_run = train_gensim(sentences, model, objective, threads, args.epochs, s)
                     runs["gensim"].append((*gensim_run, 0.0))
                     for backend in backends:
-                        sec, vec, loss = train_pipeline(
+                        sec, vec, loss, kernel_s = train_pipeline(
                             root,
                             model,
                             objective,
@@ -260,7 +291,7 @@ def main() -> None:
                             backend,
                             args.init_scale,
                         )
-                        runs[backend].append((sec, vocab.words, vec, loss))
+                        runs[backend].append((sec, vocab.words, vec, loss, kernel_s))
                 g = summary(runs["gensim"])
                 print(
                     f"| {name} | {threads} | gensim {__import__('gensim').__version__} "
@@ -290,6 +321,11 @@ def main() -> None:
                     # ours / gensim seed by seed (the two ran back to back): the median and the
                     # range, less moved by a slow spell of the machine than the medians' ratio
                     **_paired(o["words_per_s_seeds"], g["words_per_s_seeds"]),
+                    # the compiled kernel's calls alone (the rest of the run: Lightning's loop,
+                    # the epoch-end resume checkpoints, the curve's MLflow rows)
+                    "nlpzoo_kernel_words_per_s": round(o["kernel_words_per_s"]),
+                    "kernel_speed_ratio": round(o["kernel_words_per_s"] / g["words_per_s"], 3),
+                    "nlpzoo_outside_kernel_share": round(o["outside_kernel_share"], 3),
                     "gensim_analogy": round(g["analogy"], 2),
                     "nlpzoo_analogy": round(o["analogy"], 2),
                     "gensim_ws353": round(g["ws353"], 4),
