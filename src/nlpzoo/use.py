@@ -382,6 +382,12 @@ def load_vocab(t: Trained) -> Any:
     return vocab
 
 
+def _first_line(e: BaseException) -> str:
+    """An exception as `Type: its first line`, for a one-line error."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else 'no detail'}"
+
+
 def _remake(t: Trained) -> str:
     """How to get a run's files anew."""
     if t.mlflow:
@@ -403,10 +409,9 @@ def load_model(t: Trained) -> Any:
         raise
     except (OSError, EOFError, RuntimeError, ValueError, KeyError, TypeError, pickle.PickleError,
             zipfile.BadZipFile) as e:  # fmt: skip
-        detail = str(e).strip().splitlines()[0] if str(e).strip() else "no detail"
         raise UseError(
-            f"run '{t.name}': its model in {t.folder} cannot be loaded ({type(e).__name__}: "
-            f"{detail}): the file is damaged, cut short or written by other code; {_remake(t)}"
+            f"run '{t.name}': its model in {t.folder} cannot be loaded ({_first_line(e)}): the "
+            f"file is damaged, cut short or written by other code; {_remake(t)}"
         ) from e
 
 
@@ -423,8 +428,7 @@ def load_codec(t: Trained) -> Any:
         raise UseError(f"run '{t.name}': {e}; {_remake(t)}") from e
     except (OSError, RuntimeError, ValueError, IndexError) as e:  # SentencePiece's errors
         raise UseError(
-            f"run '{t.name}': {path} cannot be loaded ({type(e).__name__}: "
-            f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no detail'}); {_remake(t)}"
+            f"run '{t.name}': {path} cannot be loaded ({_first_line(e)}); {_remake(t)}"
         ) from e
 
 

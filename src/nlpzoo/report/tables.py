@@ -337,10 +337,10 @@ def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
     if recorded:
         wall = [_num(t.get("seconds")) for t in recorded]
         cpu = [_num(t.get("cpu_seconds")) for t in recorded]
-        starts = [x for x in (_time(t.get("started")) for t in recorded) if x is not None]
-        ends = [x for x in (_time(t.get("finished")) for t in recorded) if x is not None]
-        span = (max(ends) - min(starts)).total_seconds() if starts and ends else None
         spans = [(_time(t.get("started")), _time(t.get("finished"))) for t in recorded]
+        starts = [a for a, _ in spans if a is not None]
+        ends = [b for _, b in spans if b is not None]
+        span = (max(ends) - min(starts)).total_seconds() if starts and ends else None
         busy = _union_seconds([(a, b) for a, b in spans if a is not None and b is not None])
         rows.append(
             {
