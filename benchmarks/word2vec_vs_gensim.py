@@ -29,13 +29,15 @@ Spearman ρ, 3CosAdd analogy accuracy over the 30,000 most frequent words). Spee
 over seeds (every seed's words/s is kept too), quality the mean.
 
 The result goes to `--out` as JSON: one entry per variant and thread count, with both words/s,
-speed_ratio (ours / gensim, of the medians) and the per-seed ratios' median and range (each seed's
-two runs back to back), the words/s of our kernel's calls alone (kernel_speed_ratio against
-gensim's run) and the median share of our run's time spent outside them, both analogy accuracies
-(%) and ρ (and ρ of every seed: one seed's
-ρ varies by about 0.02, so a mean over 3 seeds is uncertain by about ±0.012; ws353_gap_se is the
-standard error of ours − gensim), the threads, and the 1-minute load average before and after the
-variant (a busy machine makes the speeds meaningless).
+speed_ratio (ours / gensim, of the medians) and the per-seed ratios (each seed's two runs back to
+back): their median, range, and geometric mean with a 95 % interval (`*_paired_ci95`, Student's t
+on the log ratios), which says whether a difference is larger than the machine's noise; the
+words/s of our kernel's calls alone (kernel_speed_ratio against gensim's run, and the same
+per-seed statistics) and the median share of our run's time spent outside them; both analogy
+accuracies (%) and ρ (and ρ of every seed: one seed's ρ varies by about 0.02, so a mean over 3
+seeds is uncertain by about ±0.012; ws353_gap_se is the standard error of ours − gensim); the
+threads, and the 1-minute load average before and after the variant (a busy machine makes the
+speeds meaningless).
 """
 
 from __future__ import annotations
@@ -82,14 +84,27 @@ def load_brown(zip_path: Path, train_tokens: int) -> tuple[list[list[str]], Voca
     return sentences, vocab, stream
 
 
-def _paired(ours: list[int], gensim: list[int]) -> dict[str, float]:
-    """The per-seed speed ratios ours / gensim: their median, lowest and highest."""
-    ratios = sorted(o / g for o, g in zip(ours, gensim, strict=True))
-    return {
-        "speed_ratio_paired_median": round(float(np.median(ratios)), 3),
-        "speed_ratio_paired_min": round(ratios[0], 3),
-        "speed_ratio_paired_max": round(ratios[-1], 3),
+def _paired(ours: list[float], gensim: list[float], key: str = "speed_ratio") -> dict:
+    """The per-seed speed ratios ours / gensim (each seed's two runs back to back): their
+    median, lowest and highest, and their geometric mean with a 95 % interval (Student's t on
+    the log ratios; none with one seed)."""
+    from scipy import stats
+
+    ratios = np.asarray(sorted(o / g for o, g in zip(ours, gensim, strict=True)))
+    logs = np.log(ratios)
+    out = {
+        f"{key}_paired_median": round(float(np.median(ratios)), 3),
+        f"{key}_paired_min": round(float(ratios[0]), 3),
+        f"{key}_paired_max": round(float(ratios[-1]), 3),
+        f"{key}_paired_geomean": round(float(np.exp(logs.mean())), 3),
     }
+    if len(logs) > 1:
+        half = stats.t.ppf(0.975, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs))
+        out[f"{key}_paired_ci95"] = [
+            round(float(np.exp(logs.mean() - half)), 3),
+            round(float(np.exp(logs.mean() + half)), 3),
+        ]
+    return out
 
 
 def quality(words: list[str], vectors: np.ndarray, datasets: Path) -> dict[str, float]:
@@ -247,6 +262,7 @@ def main() -> None:
             extra = {}
             if kernel:  # ours: the kernel's own speed, and the share of the run outside it
                 extra = {
+                    "kernel_words_per_s_seeds": [words * args.epochs / k for k in kernel],
                     "kernel_words_per_s": float(
                         np.median([words * args.epochs / k for k in kernel])
                     ),
@@ -325,6 +341,10 @@ def main() -> None:
                     # the epoch-end resume checkpoints, the curve's MLflow rows)
                     "nlpzoo_kernel_words_per_s": round(o["kernel_words_per_s"]),
                     "kernel_speed_ratio": round(o["kernel_words_per_s"] / g["words_per_s"], 3),
+                    # our kernel's calls alone against gensim's run of the same seed
+                    **_paired(
+                        o["kernel_words_per_s_seeds"], g["words_per_s_seeds"], "kernel_speed_ratio"
+                    ),
                     "nlpzoo_outside_kernel_share": round(o["outside_kernel_share"], 3),
                     "gensim_analogy": round(g["analogy"], 2),
                     "nlpzoo_analogy": round(o["analogy"], 2),
@@ -341,6 +361,15 @@ def main() -> None:
                     "load_average_before": round(load_before, 2),
                     "load_average_after": round(os.getloadavg()[0], 2),
                 }
+                for key in ("speed_ratio", "kernel_speed_ratio"):
+                    if f"{key}_paired_ci95" in entry:
+                        lo, hi = entry[f"{key}_paired_ci95"]
+                        mean = entry[f"{key}_paired_geomean"]
+                        print(
+                            f"  {name}, {threads} threads, {key} per seed: geometric mean "
+                            f"{mean:.3f} (95 % interval {lo:.3f}–{hi:.3f})",
+                            flush=True,
+                        )
                 if "torch" in ours:
                     entry["torch_words_per_s"] = round(ours["torch"]["words_per_s"])
                     entry["torch_ws353"] = round(ours["torch"]["ws353"], 4)
