@@ -203,8 +203,8 @@ def test_translate_refuses_bad_input_with_one_line(project, tmp_path):
     (damaged / "spm.model").unlink()
     assert "spm.model is missing" in _translate(project, "--run", "damaged", str(good))[2]
     shutil.rmtree(damaged)
-    for beam in ("0", "-1"):  # refused before anything is loaded
-        code, _, err = _translate(project, "--run", run, "--beam", beam, str(good))
-        assert code == 2 and "must be >= 1" in err
+    for beam, message in (("0", "must be >= 1"), ("-1", "must be >= 1"), ("101", "<= 100")):
+        code, _, err = _translate(project, "--run", run, "--beam", beam, str(good))  # no load
+        assert code == 2 and message in err, err
     code, out, _ = _translate(project, "--run", run, "--beam", "1", "--json", str(good))
     assert code == 0 and len(json.loads(out)["translations"]) == 1

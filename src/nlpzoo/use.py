@@ -54,6 +54,16 @@ def _count(text: str) -> int:
     return value
 
 
+MAX_BEAM = 100  # wider beams cost memory in proportion and do not translate better
+
+
+def _beam(text: str) -> int:
+    value = _count(text)
+    if value > MAX_BEAM:
+        raise argparse.ArgumentTypeError(f"must be <= {MAX_BEAM}, got {value}")
+    return value
+
+
 def _natural(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -207,7 +217,11 @@ def add_commands(sub: Any) -> None:
     )
     tr.add_argument("input", nargs="?", type=Path, help="source lines (default: stdin)")
     tr.add_argument(
-        "--beam", type=_count, default=None, metavar="B", help="beam size (default: the run's)"
+        "--beam",
+        type=_beam,
+        default=None,
+        metavar="B",
+        help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the run's)",
     )
     tr.add_argument(
         "--models",
