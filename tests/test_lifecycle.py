@@ -8,80 +8,21 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import shutil
-from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from nlpzoo import lifecycle
-from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.evaluation.mixture import mixtures
 from nlpzoo.families import FAMILIES
-from nlpzoo.params import CooccurConfig
-
-ROOT = Path(__file__).resolve().parents[1]
-PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
-
-# tiny sizes for whatever keys a family has; everything else keeps the project's value
-TINY = {
-    "emb_dim": 16,
-    "hidden_dim": 16,
-    "d_model": 16,
-    "d_ff": 32,
-    "heads": 2,
-    "num_layers": 1,
-    "block_size": 16,
-    "bptt": 8,
-    "batch_size": 16,
-    "context_size": 2,
-    "cutoffs": [10],
-    "warmup_steps": 5,
-    "lr": 0.01,
-    "dim": 8,
-}
-
-
-def _grammar_stream(rng: np.random.Generator, n_sentences: int) -> list[str]:
-    subj, verb, obj = (
-        ["the cat", "a dog", "she", "he"],
-        ["sees", "likes", "eats"],
-        ["a ball", "the bread", "it"],
-    )
-    return [
-        f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} ." for _ in range(n_sentences)
-    ]
+from toy import PARAMS, tiny_params, write_lm_data
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("proj")
-    rng = np.random.default_rng(0)
-    splits = {
-        s: _grammar_stream(rng, n) for s, n in (("train", 1500), ("valid", 100), ("test", 100))
-    }
-    vocab = Vocab.build(Counter(w for line in splits["train"] for w in line.split()), 1)
-    out = root / "data" / "vocab" / "lm"
-    out.mkdir(parents=True)
-    vocab.save(out / "vocab.txt")
-    for split, lines in splits.items():
-        np.save(out / f"{split}.npy", vocab.encode_lines(lines).astype(np.int32))
-    (out / "stats.json").write_text(json.dumps({"vocab_size": len(vocab)}))
-    co = root / "data" / "cooccur"  # what the cooccur stage writes, from the same training text
-    co.mkdir(parents=True)
-    count_cooccurrences(
-        splits["train"], vocab.index, len(vocab), co / "cooccur.npz", CooccurConfig(window=1), co
-    )
-    vocab.save(co / "vocab.txt")
-    raw = root / "data" / "raw" / "eval"
-    raw.mkdir(parents=True)
-    mirror = Path(os.environ["NLPZOO_DATA_MIRROR"])
-    for name in ("questions-words.txt", "wordsim353.tsv", "simlex999.txt"):
-        shutil.copy(mirror / name, raw / name)
+    write_lm_data(root)
     return root
 
 
@@ -90,28 +31,12 @@ def _tracking(project, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
 
 
-def _tiny_params(run: str) -> dict:
-    params = yaml.safe_load(yaml.safe_dump(PARAMS))
-    section = params.get(run) or {}
-    for key, value in TINY.items():
-        if key in section:
-            section[key] = value
-    section["trainer"] = {
-        "max_epochs": 2,
-        "accelerator": "cpu",
-        "devices": 1,
-        "early_stopping_patience": 0,
-    }
-    params[run] = section
-    return params
-
-
 LM_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "lm"]
 
 
 @pytest.mark.parametrize("run", LM_RUNS)
 def test_every_lm_run_trains_and_scores_every_token(project, run):
-    params = _tiny_params(run)
+    params = tiny_params(run)
     stats = lifecycle.train(params, run, project)
     metrics = lifecycle.evaluate(params, run, project)
     family = PARAMS["models"][run]["family"]
@@ -141,7 +66,7 @@ def test_every_lm_run_trains_and_scores_every_token(project, run):
 
 
 def test_mixture_never_worse_than_its_parts_on_validation(project, caplog):
-    params = _tiny_params("nnlm")
+    params = tiny_params("nnlm")
     for run in ("ngram", "nnlm"):
         if not (project / "eval" / run / "logprobs.npz").is_file():
             lifecycle.train(params, run, project)
@@ -179,7 +104,7 @@ VECTOR_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].t
 
 @pytest.mark.parametrize("run", VECTOR_RUNS)
 def test_every_vector_run_trains_and_goes_through_the_vector_protocol(project, run):
-    params = _tiny_params(run)
+    params = tiny_params(run)
     family = PARAMS["models"][run]["family"]
     if family == "word2vec":
         params[run]["sample"] = 0.0  # a 15-word vocabulary: sub-sampling would drop most tokens

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import sys
 from collections import Counter
@@ -20,35 +19,16 @@ import yaml
 
 from nlpzoo import lifecycle
 from nlpzoo.__main__ import main
-from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import EOS, Vocab
 from nlpzoo.evaluation.analogy import Analogies, _answers
 from nlpzoo.evaluation.vectors import case_key, restricted_vocab, unit_rows, write_word2vec_text
 from nlpzoo.families import FAMILIES
 from nlpzoo.generation import generate, sample_token, tokenize
-from nlpzoo.params import CooccurConfig
 from nlpzoo.tasks import load_model, task_of
+from toy import PARAMS, tiny_params, write_lm_data
 
-ROOT = Path(__file__).resolve().parents[1]
-PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 LM_RUNS = ("ngram", "nnlm", "lstm_lm", "transformer_lm")  # one per input kind of the registry
 TRAINED = (*LM_RUNS, "svd")
-TINY = {
-    "emb_dim": 16,
-    "hidden_dim": 16,
-    "d_model": 16,
-    "d_ff": 32,
-    "heads": 2,
-    "num_layers": 1,
-    "block_size": 16,
-    "bptt": 8,
-    "batch_size": 16,
-    "context_size": 2,
-    "cutoffs": [10],
-    "warmup_steps": 5,
-    "lr": 0.01,
-    "dim": 8,
-}
 EVALUATION = {
     "sample_prompt": "The cat",
     "sample_tokens": 20,  # beyond the toy Transformer's block of 16: its window slides
@@ -58,29 +38,8 @@ EVALUATION = {
 }
 
 
-def _sentences(rng: np.random.Generator, n: int) -> list[str]:
-    subj, verb, obj = (
-        ["the cat", "a dog", "she", "he"],
-        ["sees", "likes", "eats"],
-        ["a ball", "the bread", "it"],
-    )
-    return [f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} ." for _ in range(n)]
-
-
 def _params() -> dict:
-    params = yaml.safe_load(yaml.safe_dump(PARAMS))
-    for run in TRAINED:
-        section = params.get(run) or {}
-        for key, value in TINY.items():
-            if key in section:
-                section[key] = value
-        section["trainer"] = {
-            "max_epochs": 2,
-            "accelerator": "cpu",
-            "devices": 1,
-            "early_stopping_patience": 0,
-        }
-        params[run] = section
+    params = tiny_params(*TRAINED)
     params["evaluation"] = {**(params.get("evaluation") or {}), **EVALUATION}
     return params
 
@@ -91,28 +50,7 @@ def project(tmp_path_factory):
     and evaluated on a toy grammar; `planted` (vectors.txt only) and `fake_mt` (a translation
     run's config.json) beside them."""
     root = tmp_path_factory.mktemp("use")
-    rng = np.random.default_rng(0)
-    splits = {s: _sentences(rng, n) for s, n in (("train", 1500), ("valid", 100), ("test", 100))}
-    prepared = root / "data" / "prepared" / "lm"
-    prepared.mkdir(parents=True)
-    for split, lines in splits.items():
-        (prepared / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    vocab = Vocab.build(Counter(w for line in splits["train"] for w in line.split()), 1)
-    out = root / "data" / "vocab" / "lm"
-    out.mkdir(parents=True)
-    vocab.save(out / "vocab.txt")
-    for split, lines in splits.items():
-        np.save(out / f"{split}.npy", vocab.encode_lines(lines).astype(np.int32))
-    co = root / "data" / "cooccur"
-    co.mkdir(parents=True)
-    count_cooccurrences(
-        splits["train"], vocab.index, len(vocab), co / "cooccur.npz", CooccurConfig(window=1), co
-    )
-    vocab.save(co / "vocab.txt")
-    raw = root / "data" / "raw" / "eval"
-    raw.mkdir(parents=True)
-    for name in ("questions-words.txt", "wordsim353.tsv", "simlex999.txt"):
-        shutil.copy(Path(os.environ["NLPZOO_DATA_MIRROR"]) / name, raw / name)
+    write_lm_data(root)
     params = _params()
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     _planted(root)
