@@ -1,4 +1,5 @@
-"""Callbacks that interrupt a training run and record where a fit starts, for the resume tests."""
+"""Callbacks that interrupt a training run and record where a fit starts, and a training run that
+takes them, for the resume tests."""
 
 from __future__ import annotations
 
@@ -26,3 +27,31 @@ class FirstChunk(pl.Callback):
         if self.first:
             self.starts.append((trainer.global_step, batch["chunk"]))
             self.first = False
+
+
+def train_with_callbacks(monkeypatch, params: dict, run: str, root, callbacks, *patches) -> dict:
+    """`lifecycle.train` of `run` with `callbacks` placed ahead of the trainer's own (so the resume
+    checkpoint saves after them) and MLflow off; `patches` are (object, name, value) set for the
+    run only. Returns the weights of the saved model.pt."""
+    import torch
+
+    from nlpzoo import lifecycle, training
+    from nlpzoo.tracking import Tracker
+
+    make = training.make_trainer
+
+    def with_callbacks(*args, **kwargs):
+        trainer = make(*args, **kwargs)
+        trainer.callbacks[:0] = list(callbacks)
+        return trainer
+
+    with monkeypatch.context() as m:
+        m.setattr(
+            Tracker, "start", classmethod(lambda cls, run, *a, **k: cls(None, None, "-", run))
+        )
+        m.setattr(training, "make_trainer", with_callbacks)
+        for obj, name, value in patches:
+            m.setattr(obj, name, value)
+        lifecycle.train(params, run, root)
+    model = root / "models" / run / "model.pt"
+    return torch.load(model, weights_only=True)["state_dict"]

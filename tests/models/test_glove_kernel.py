@@ -14,7 +14,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from interrupts import FirstChunk, KillAt
+from interrupts import FirstChunk, KillAt, train_with_callbacks
 from nlpzoo.data.glove import (
     ChunkSampler,
     CooccurBatches,
@@ -334,9 +334,7 @@ def _project(root: Path) -> Path:
 def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
     """The glove run of a tiny project through the pipeline's lifecycle (numba path, one kernel
     thread, 5 chunks an epoch, a resume checkpoint every 4 steps); returns model.pt's weights."""
-    from nlpzoo import lifecycle, training
     from nlpzoo.data import glove as data_glove
-    from nlpzoo.tracking import Tracker
 
     n = len(grouped_counts()[2])
     params = {
@@ -354,21 +352,14 @@ def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
             },
         },
     }
-    make = training.make_trainer
-
-    def with_callbacks(*args, **kwargs):
-        trainer = make(*args, **kwargs)
-        trainer.callbacks[:0] = list(callbacks)  # ahead of the checkpoint callbacks
-        return trainer
-
-    with monkeypatch.context() as m:
-        m.setattr(
-            Tracker, "start", classmethod(lambda cls, run, *a, **k: cls(None, None, "-", run))
-        )
-        m.setattr(training, "make_trainer", with_callbacks)
-        m.setattr(data_glove, "CHUNK_ENTRIES", math.ceil(n / 5))
-        lifecycle.train(params, "glove", root)
-    return torch.load(root / "models" / "glove" / "model.pt", weights_only=True)["state_dict"]
+    return train_with_callbacks(
+        monkeypatch,
+        params,
+        "glove",
+        root,
+        callbacks,
+        (data_glove, "CHUNK_ENTRIES", math.ceil(n / 5)),
+    )
 
 
 def test_a_killed_pipeline_run_resumes_mid_epoch_and_ends_as_the_uninterrupted_one(

@@ -17,7 +17,7 @@ import pytorch_lightning as pl
 import torch
 from scipy.stats import chisquare
 
-from interrupts import FirstChunk, KillAt
+from interrupts import FirstChunk, KillAt, train_with_callbacks
 from nlpzoo.data.vocab import EOS, UNK, Vocab
 from nlpzoo.data.word2vec import (
     ChunkSampler,
@@ -536,9 +536,7 @@ def test_the_torch_backend_keeps_its_batches():
 def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
     """The skipgram run of a tiny project through the pipeline's lifecycle (numba path, one
     kernel thread, 5 chunks an epoch, a resume checkpoint every 4 steps)."""
-    from nlpzoo import lifecycle, training
     from nlpzoo.data import word2vec as data_w2v
-    from nlpzoo.tracking import Tracker
 
     params = {
         "seed": 3,
@@ -558,21 +556,9 @@ def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
             },
         },
     }
-    make = training.make_trainer
-
-    def with_callbacks(*args, **kwargs):
-        trainer = make(*args, **kwargs)
-        trainer.callbacks[:0] = list(callbacks)  # ahead of the checkpoint callbacks
-        return trainer
-
-    with monkeypatch.context() as m:
-        m.setattr(
-            Tracker, "start", classmethod(lambda cls, run, *a, **k: cls(None, None, "-", run))
-        )
-        m.setattr(training, "make_trainer", with_callbacks)
-        m.setattr(data_w2v, "CHUNK_TOKENS", 1700)
-        lifecycle.train(params, "skipgram", root)
-    return torch.load(root / "models" / "skipgram" / "model.pt", weights_only=True)["state_dict"]
+    return train_with_callbacks(
+        monkeypatch, params, "skipgram", root, callbacks, (data_w2v, "CHUNK_TOKENS", 1700)
+    )
 
 
 def _project(root: Path) -> Path:
