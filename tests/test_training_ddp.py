@@ -62,30 +62,57 @@ def _ddp_trainer(monkeypatch, agree: Path) -> None:
     monkeypatch.setattr(training, "make_trainer", with_check)
 
 
-def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monkeypatch):
-    root = make_project(tmp_path / "proj", n_train=200)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    section = dict(SECTION)
-    section["trainer"] = {
-        "accelerator": "cpu",
-        "devices": 2,
-        "strategy": "ddp_spawn",
-        "max_epochs": 1,
-        "early_stopping_patience": 0,
-        "checkpoint_every_minutes": 0,
+DDP_TRAINER = {
+    "accelerator": "cpu",
+    "devices": 2,
+    "strategy": "ddp_spawn",
+    "max_epochs": 1,
+    "early_stopping_patience": 0,
+    "checkpoint_every_minutes": 0,
+}
+
+
+def _ddp_params(run: str, family: str, data: str, section: dict) -> dict:
+    return {
+        "seed": 3,
+        "models": {run: {"family": family, "data": data}},
+        run: {**section, "trainer": dict(DDP_TRAINER)},
     }
-    params = {"seed": 3, "models": {RUN: {"family": "nnlm", "data": "vocab/lm"}}, RUN: section}
+
+
+def _train_ddp(monkeypatch, tmp_path, root: Path, params: dict, run: str):
+    """Trains `run` on 2 processes; checks that both ranks end with the same weights and that
+    the curve has one row. Returns (train stats, the logged validation perplexity)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     agree = tmp_path / "agree.txt"
     _ddp_trainer(monkeypatch, agree)
-    stats = lifecycle.train(params, RUN, root)
-
+    stats = lifecycle.train(params, run, root)
     world, diff = agree.read_text().split()
     assert int(world) == 2 and float(diff) == 0.0  # both ranks hold the same weights
-
-    # the logged val/ppl is the single-process perplexity of the same weights on the whole split
-    rows = (root / "plots" / f"{RUN}.csv").read_text().split()
+    rows = (root / "plots" / f"{run}.csv").read_text().split()
     assert len(rows) == 2, rows  # header + one epoch, written once (rank 0)
-    logged = float(rows[1].split(",")[4])
+    return stats, float(rows[1].split(",")[4])
+
+
+def _rank_zero_alone_wrote(tmp_path, root: Path, run: str, logged: float) -> None:
+    """The run's outputs and its one MLflow run, finished, with the logged perplexity; no
+    checkpoint left behind."""
+    from mlflow import MlflowClient
+
+    assert sorted(p.name for p in (root / "models").iterdir()) == [run]
+    assert not (root / "checkpoints" / run).exists()
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    history = client.get_metric_history(runs[0].info.run_id, "val/ppl")
+    assert [m.value for m in history] == pytest.approx([logged], rel=1e-6)
+
+
+def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monkeypatch):
+    root = make_project(tmp_path / "proj", n_train=200)
+    params = _ddp_params(RUN, "nnlm", "vocab/lm", SECTION)
+    stats, logged = _train_ddp(monkeypatch, tmp_path, root, params, RUN)
+    # the logged val/ppl is the single-process perplexity of the same weights on the whole split
     model = lifecycle.load_model(root / "models" / RUN)
     valid = np.load(root / "data" / "vocab" / "lm" / "valid.npy").astype(np.int64)
     cfg = run_configs(params, RUN)[1]
@@ -93,16 +120,7 @@ def test_ddp_spawn_two_processes_agree_and_count_every_token_once(tmp_path, monk
     assert logged == pytest.approx(single, rel=1e-4)
     assert math.isfinite(stats["params"])
 
-    # rank 0 alone wrote the outputs and the one MLflow run
-    assert sorted(p.name for p in (root / "models").iterdir()) == [RUN]
-    assert not (root / "checkpoints" / RUN).exists()
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
-    assert len(runs) == 1
-    history = client.get_metric_history(runs[0].info.run_id, "val/ppl")
-    assert [m.value for m in history] == pytest.approx([logged], rel=1e-6)
+    _rank_zero_alone_wrote(tmp_path, root, RUN, logged)
 
 
 MT_RUN = "transformer"
@@ -123,32 +141,9 @@ def test_translation_run_under_ddp_spawn(tmp_path, monkeypatch):
     """One translation run on 2 processes: 50 pairs in 7 batches of 8, so the last batch is
     split for the ranks to step together; every pair of the 8 validation pairs counts once."""
     root = make_mt_project(tmp_path / "proj")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    section = dict(MT_SECTION)
-    section["trainer"] = {
-        "accelerator": "cpu",
-        "devices": 2,
-        "strategy": "ddp_spawn",
-        "max_epochs": 1,
-        "early_stopping_patience": 0,
-        "checkpoint_every_minutes": 0,
-    }
-    params = {
-        "seed": 3,
-        "models": {MT_RUN: {"family": "transformer", "data": "vocab/mt"}},
-        MT_RUN: section,
-    }
-    agree = tmp_path / "agree.txt"
-    _ddp_trainer(monkeypatch, agree)
-    stats = lifecycle.train(params, MT_RUN, root)
-
-    world, diff = agree.read_text().split()
-    assert int(world) == 2 and float(diff) == 0.0  # both ranks hold the same weights
-
+    params = _ddp_params(MT_RUN, "transformer", "vocab/mt", MT_SECTION)
+    stats, logged = _train_ddp(monkeypatch, tmp_path, root, params, MT_RUN)
     # the logged val/ppl is the single-process perplexity of the same weights on the whole split
-    rows = (root / "plots" / f"{MT_RUN}.csv").read_text().split()
-    assert len(rows) == 2, rows  # header + one epoch, written once (rank 0)
-    logged = float(rows[1].split(",")[4])
     model = lifecycle.load_model(root / "models" / MT_RUN)
     data = root / "data" / "vocab" / "mt"
     codec = Codec(data / "spm.model")
@@ -158,7 +153,7 @@ def test_translation_run_under_ddp_spawn(tmp_path, monkeypatch):
     assert stats["train_target_tokens"] == sum(len(t) + 1 for t in train.tgt)
 
     # rank 0 alone wrote the outputs and the one MLflow run
-    assert sorted(p.name for p in (root / "models").iterdir()) == [MT_RUN]
+    _rank_zero_alone_wrote(tmp_path, root, MT_RUN, logged)
     assert sorted(p.name for p in (root / "models" / MT_RUN).iterdir()) == [
         "config.json",
         "mlflow_run.json",
@@ -166,14 +161,6 @@ def test_translation_run_under_ddp_spawn(tmp_path, monkeypatch):
         "spm.model",
         "train_stats.json",
     ]
-    assert not (root / "checkpoints" / MT_RUN).exists()
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
-    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
-    history = client.get_metric_history(runs[0].info.run_id, "val/ppl")
-    assert [m.value for m in history] == pytest.approx([logged], rel=1e-6)
 
 
 @pytest.mark.parametrize("run", ["ngram", MT_RUN])
