@@ -5,6 +5,7 @@ planted vectors whose answers are known."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import shutil
@@ -17,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from nlpzoo import lifecycle
+from nlpzoo import lifecycle, use
 from nlpzoo.__main__ import main
 from nlpzoo.data.vocab import EOS, Vocab
 from nlpzoo.evaluation.analogy import Analogies, _answers
@@ -439,6 +440,7 @@ ERRORS = [
     (("translate", "--run", "svd"), "run 'svd' is a word-vector run (family svd); `translate` "),
     (("translate", "--run", "transformr"), "did you mean 'transformer'?"),
     (("translate", "--run", "fake_mt"), "run 'fake_mt': its model in "),
+    (("generate", "--mlflow-run", ""), "'' is not an MLflow run id"),  # an unset variable
 ]
 
 
@@ -461,6 +463,11 @@ def test_each_error_is_one_line_and_status_1(project, args, message):
         (("generate", "--run", "ngram", "--seed", "-1"), "must be >= 0"),
         (("generate", "--run", "ngram", "--temperature", "1e-320"), "must be 0 (always the most"),
         (("generate", "--run", "ngram", "--tokens", "0"), "must be >= 1"),
+        (("generate", "--run", "ngram", "--tokens", "1.5"), "must be a whole number, got '1.5'"),
+        (("generate", "--run", "ngram", "--tokens", "100001"), "must be <= 100,000"),
+        (("generate", "--run", "ngram", "--samples", "10001"), "must be <= 10,000"),
+        (("generate", "--run", "ngram", "--top-k", "many"), "must be a whole number"),
+        (("generate", "--run", "ngram", "--temperature", "warm"), "must be a number, got 'warm'"),
     ],
 )
 def test_options_out_of_range_are_refused_by_the_parser(project, args, message):
@@ -503,6 +510,85 @@ def test_damaged_runs_and_inputs_give_one_line_errors(project, tmp_path):
     (project / "notutf8" / "params.yaml").write_bytes(b"models:\n  \xff: {}\n")
     code, _, err = cli(project / "notutf8", "neighbours", "--run", "svd", "cat")
     assert code == 1 and "unknown run 'svd'" in err  # the unreadable params: no runs, no crash
+
+
+def test_input_lines_are_the_files_lines(project, tmp_path):
+    """A byte-order mark is no part of the first word; line numbers count "\\n" only (not the
+    form feed inside line 1), and a "\\r\\n" file reads as its "\\n" twin."""
+    plain = cli(project, "score", "--run", "ngram", stdin="the cat sees it .\nshe eats it .\n")
+    assert plain[0] == 0 and [r.split("\t")[0] for r in plain[1].splitlines()] == [
+        "1",
+        "2",
+        "total",
+    ]
+    path = tmp_path / "windows.txt"
+    path.write_bytes(b"\xef\xbb\xbfthe cat\x0csees it .\r\nshe eats it .\r\n")
+    code, out, err = cli(project, "score", "--run", "ngram", str(path))
+    assert code == 0 and "<unk>" not in out and err == "", err
+    assert [r.split("\t")[:2] for r in out.splitlines()] == [
+        r.split("\t")[:2] for r in plain[1].splitlines()
+    ]
+    code, out, _ = cli(project, "score", "--run", "ngram", stdin="\ufeffthe cat sees it .\n")
+    assert code == 0 and out.splitlines()[0] == plain[1].splitlines()[0]
+
+
+def test_closed_streams_an_interrupt_and_a_full_disk_end_in_one_line(project, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", None)
+    code, _, err = _main(project, "score", "--run", "ngram")
+    assert code == 1 and err == "error: standard input is closed: name a file to read\n"
+    monkeypatch.setattr(sys, "stdout", None)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["generate", "--run", "ngram", "--root", str(project)])
+    assert code == 1 and "standard output is closed" in err.getvalue()
+    monkeypatch.undo()
+
+    class Full(io.StringIO):
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    err = io.StringIO()
+    with contextlib.redirect_stdout(Full()), contextlib.redirect_stderr(err):
+        code = main(["generate", "--run", "ngram", "--root", str(project)])
+    assert code == 1 and err.getvalue() == "error: No space left on device\n"
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(use, "generate", interrupted)
+    code, out, err = _main(project, "generate", "--run", "ngram")
+    assert code == 130 and out == "" and "Traceback" not in err
+
+
+def _main(project: Path, *args: str) -> tuple[int, str, str]:
+    """`cli` without replacing stdin."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*args, "--root", str(project)])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_models_that_is_no_mapping_leaves_the_trained_runs_usable(project, tmp_path):
+    root = tmp_path / "listed"
+    root.mkdir()
+    for name in ("models", "data"):
+        (root / name).symlink_to(project / name)
+    for text in ("models: [ngram]\n", "models: ngram\n", "models: 5\n"):
+        (root / "params.yaml").write_text(text)
+        code, out, err = cli(root, "generate", "--run", "ngram", "--tokens", "2")
+        assert code == 0 and out.count("\n") == 1, err
+
+
+def test_a_model_file_of_random_bytes_gives_no_advice_to_unpickle_it(project):
+    folder = project / "models" / "noise"
+    shutil.copytree(project / "models" / "nnlm", folder)
+    try:
+        (folder / "model.pt").write_bytes(np.random.default_rng(0).bytes(4000))
+        code, out, err = cli(project, "generate", "--run", "noise")
+        assert code == 1 and out == "" and err.count("\n") == 1, err
+        assert "run 'noise': its model in" in err and "weights_only" not in err, err
+    finally:
+        shutil.rmtree(folder)
 
 
 # --------------------------------------------------------------------------- MLflow

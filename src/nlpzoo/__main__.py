@@ -52,16 +52,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "validate":
         from nlpzoo.cli import load_params
+        from nlpzoo.repro import check_dvc_yaml, one_line, project_error
 
         try:
             if args.params.is_dir():
                 raise NlpzooError(f"{args.params} is a folder, not a params file")
+            check_dvc_yaml(args.params.resolve().parent)
             params = load_params(args.params)
         except NlpzooError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {one_line(e)}", file=sys.stderr)
             return 1
-        except UnicodeDecodeError as e:
-            print(f"error: {args.params} is not UTF-8 text ({e.reason})", file=sys.stderr)
+        except (SyntaxError, UnicodeDecodeError, OSError) as e:
+            print(f"error: {project_error(e, args.params.resolve().parent)}", file=sys.stderr)
             return 1
         print(f"{args.params}: ok ({len(params['models'])} runs: {', '.join(params['models'])})")
     return 0
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 def _pipeline(args: argparse.Namespace) -> int:
     from nlpzoo import pipeline
     from nlpzoo.params import load_params
+    from nlpzoo.repro import check_dvc_yaml, one_line, project_error
 
     root = args.root.resolve()
     try:
@@ -84,6 +87,7 @@ def _pipeline(args: argparse.Namespace) -> int:
                 f"{root / 'dvc.yaml'} not found: write it with `python -m nlpzoo pipeline`"
             )
         if args.check:
+            check_dvc_yaml(root)
             pipeline.check(params, root)
             print(f"{root / 'dvc.yaml'}: current")
         else:
@@ -91,10 +95,10 @@ def _pipeline(args: argparse.Namespace) -> int:
             runs = ", ".join(pipeline.parse_models(params))
             print(f"wrote {path} (runs: {runs})")
     except NlpzooError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
-    except UnicodeDecodeError as e:
-        print(f"error: {root / 'params.yaml'} is not UTF-8 text ({e.reason})", file=sys.stderr)
+    except (SyntaxError, UnicodeDecodeError, OSError) as e:
+        print(f"error: {project_error(e, root)}", file=sys.stderr)
         return 1
     return 0
 

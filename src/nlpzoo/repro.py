@@ -140,6 +140,63 @@ def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
     return status
 
 
+def check_dvc_yaml(root: Path) -> None:
+    """A clear error when the project's dvc.yaml exists but is no pipeline: not YAML (a merge
+    that left its conflict markers) or not a mapping with `stages:`. Rewriting it mends both."""
+    import yaml
+
+    from nlpzoo.errors import NlpzooError
+
+    path = root / "dvc.yaml"
+    if not path.is_file():
+        return
+    fix = "rewrite it with `python -m nlpzoo pipeline`"
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise NlpzooError(f"{path} is not valid YAML{where}: {fix}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("stages"), dict):
+        raise NlpzooError(f"{path} is not a DVC pipeline (a mapping with `stages:`): {fix}")
+
+
+def project_error(e: BaseException, root: Path) -> str | None:
+    """One line for a project file that cannot be read or parsed while params.yaml, dvc.yaml and
+    the code are checked (None: not such an error)."""
+    if isinstance(e, SyntaxError):
+        return (
+            f"{e.filename}:{e.lineno}: {e.msg} (dvc.yaml is made from the code, which must parse)"
+        )
+    if isinstance(e, UnicodeDecodeError):
+        files = [root / "params.yaml", root / "dvc.yaml", *sorted(root.glob("stages/*.py"))]
+        files += sorted((root / "src" / "nlpzoo").rglob("*.py"))
+        for path in files:
+            try:
+                path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                return f"{path} is not UTF-8 text ({e.reason})"
+            except OSError:
+                continue
+        return f"a file of the project is not UTF-8 text ({e.reason})"
+    if isinstance(e, OSError):
+        return f"{e.filename or 'a project file'}: {e.strerror or e}"
+    return None
+
+
+def one_line(e: BaseException) -> str:
+    """An error's message on one line (YAML's messages span three)."""
+    return " ".join(str(e).split())
+
+
+def _jobs(text: str) -> int:
+    import argparse
+
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of runs >= 1, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     import argparse
 
@@ -147,23 +204,24 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     from nlpzoo.errors import NlpzooError
 
     parser = argparse.ArgumentParser(prog="nlpzoo repro", description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=int, default=None, help="runs side by side (JOBS, 2)")
+    parser.add_argument("--jobs", type=_jobs, default=None, help="runs side by side (JOBS, 2)")
     parser.add_argument("--dry", action="store_true", help="print the order of the runs only")
     args, extra = parser.parse_known_args(argv)
     if args.jobs is None:
         jobs = os.environ.get("JOBS", "2")
-        if not jobs.strip().isdigit():
-            print(f"error: JOBS must be a whole number of runs, got {jobs!r}", file=sys.stderr)
+        if not jobs.strip().isdigit() or int(jobs) < 1:
+            print(f"error: JOBS must be a whole number of runs >= 1, got {jobs!r}", file=sys.stderr)
             return 1
         args.jobs = int(jobs)
     root = (root or Path.cwd()).resolve()
     try:
+        check_dvc_yaml(root)
         params = load_params(root / "params.yaml")
     except NlpzooError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
-    except UnicodeDecodeError as e:
-        print(f"error: {root / 'params.yaml'} is not UTF-8 text ({e.reason})", file=sys.stderr)
+    except (SyntaxError, UnicodeDecodeError, OSError) as e:
+        print(f"error: {project_error(e, root)}", file=sys.stderr)
         return 1
     if args.dry:
         for name in schedule(params, root):

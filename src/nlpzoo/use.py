@@ -25,6 +25,7 @@ of `nlpzoo.evaluation.analogy` and `nlpzoo.evaluation.vectors`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -47,11 +48,34 @@ class UseError(NlpzooError):
 # --------------------------------------------------------------------------- the parsers
 
 
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
 def _count(text: str) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def _at_most(limit: int):
+    """A count (>= 1) of at most `limit`: the larger ones would run for hours or fill memory."""
+
+    def count(text: str) -> int:
+        value = _count(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be <= {limit:,}, got {value:,}")
+        return value
+
+    return count
+
+
+MAX_TOKENS = 100_000  # new tokens per sample
+MAX_SAMPLES = 10_000
 
 
 MAX_BEAM = 100  # wider beams cost memory in proportion and do not translate better
@@ -65,7 +89,7 @@ def _beam(text: str) -> int:
 
 
 def _natural(text: str) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
@@ -75,7 +99,10 @@ MIN_TEMPERATURE = 1e-6  # below it the scaled log-probabilities leave float rang
 
 
 def _temperature(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     if not value >= 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
     if 0 < value < MIN_TEMPERATURE:
@@ -121,7 +148,11 @@ def add_commands(sub: Any) -> None:
     )
     g.add_argument("--prompt", default="", help="text to continue (default: none, a new text)")
     g.add_argument(
-        "--tokens", type=_count, default=30, metavar="N", help="new tokens per sample (30)"
+        "--tokens",
+        type=_at_most(MAX_TOKENS),
+        default=30,
+        metavar="N",
+        help=f"new tokens per sample, up to {MAX_TOKENS:,} (30)",
     )
     g.add_argument(
         "--temperature",
@@ -144,7 +175,13 @@ def add_commands(sub: Any) -> None:
         metavar="S",
         help="the same seed gives the same text (0)",
     )
-    g.add_argument("--samples", type=_count, default=1, metavar="M", help="samples to draw (1)")
+    g.add_argument(
+        "--samples",
+        type=_at_most(MAX_SAMPLES),
+        default=1,
+        metavar="M",
+        help=f"samples to draw, up to {MAX_SAMPLES:,} (1)",
+    )
     g.add_argument(
         "--timing",
         action="store_true",
@@ -234,14 +271,35 @@ def add_commands(sub: Any) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the command `args` were parsed for; one line `error: ...` and status 1 on a problem."""
+    if sys.stdout is None:
+        print("error: standard output is closed: nowhere to write the result", file=sys.stderr)
+        return 1
     try:
         args.handler(args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not after the exit
     except NlpzooError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: stop quietly, with the shell's status for it
+        print(file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+    except UnicodeDecodeError as e:  # vectors.txt, vocab.txt, ...: written by other tools
+        run = getattr(args, "run", None) or getattr(args, "mlflow_run", None)
+        print(
+            f"error: a file of run '{run}' is not UTF-8 text (byte {e.start}: {e.reason})",
+            file=sys.stderr,
+        )
+        return 1
+    except OSError as e:  # unreadable files, a full disk, a closed output
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        if not e.filename:  # writing the output failed: drop what is left of it at the exit
+            with contextlib.suppress(OSError, ValueError):  # stdout no file: a test's buffer
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 
@@ -275,7 +333,9 @@ def _models(root: Path) -> dict[str, dict]:
     except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
         return {}
     models = params.get("models") if isinstance(params, dict) else None
-    return {str(k): v for k, v in models.items() if isinstance(v, dict)} if models else {}
+    if not isinstance(models, dict):  # not a mapping: no run named there (validate says why)
+        return {}
+    return {str(k): v for k, v in models.items() if isinstance(v, dict)}
 
 
 def _load_config(folder: Path, what: str) -> dict:
@@ -295,7 +355,7 @@ def _load_config(folder: Path, what: str) -> dict:
 def resolve(args: argparse.Namespace) -> Trained:
     """The run `--run` or `--mlflow-run` names, trained (clear errors otherwise)."""
     root = args.root
-    if args.mlflow_run:
+    if args.mlflow_run is not None:  # "" too (an unset shell variable): refused by name
         from nlpzoo.tracking import fetch_run_dir
 
         folder = fetch_run_dir(args.mlflow_run)
@@ -421,10 +481,20 @@ def load_model(t: Trained) -> Any:
         return load(t.folder)
     except NlpzooError:
         raise
-    except (OSError, EOFError, RuntimeError, ValueError, KeyError, TypeError, pickle.PickleError,
-            zipfile.BadZipFile) as e:  # fmt: skip
+    except OSError as e:
+        if e.errno is not None and e.filename:  # permissions, a folder: not the file's content
+            raise UseError(f"run '{t.name}': cannot read {e.filename}: {e.strerror}") from e
         raise UseError(
             f"run '{t.name}': its model in {t.folder} cannot be loaded ({_first_line(e)}): the "
+            f"file is damaged, cut short or written by other code; {_remake(t)}"
+        ) from e
+    except (EOFError, RuntimeError, ValueError, KeyError, TypeError, pickle.PickleError,
+            zipfile.BadZipFile) as e:  # fmt: skip
+        why = _first_line(e)
+        if "Weights only load failed" in why:  # torch's advice to unpickle it is not for us
+            why = "not a checkpoint of this project: torch's safe loader refuses it"
+        raise UseError(
+            f"run '{t.name}': its model in {t.folder} cannot be loaded ({why}): the "
             f"file is damaged, cut short or written by other code; {_remake(t)}"
         ) from e
 
@@ -448,23 +518,37 @@ def load_codec(t: Trained) -> Any:
 
 def read_input(path: Path | None) -> str:
     """The text of `path`, or of standard input without one; a clear error when it cannot be read
-    or is not UTF-8."""
+    or is not UTF-8. A UTF-8 byte-order mark (Windows editors write one) is dropped."""
     where = str(path) if path is not None else "standard input"
+    if path is None and sys.stdin is None:
+        raise UseError("standard input is closed: name a file to read")
+    if path is None and sys.stdin.isatty():
+        _note("reading lines from the terminal; end with Ctrl-D (or name a file)")
     try:
         if path is not None:
             data = path.read_bytes()
         elif hasattr(sys.stdin, "buffer"):
             data = sys.stdin.buffer.read()
         else:  # a stream that is text already (an embedding program's)
-            return sys.stdin.read()
+            return sys.stdin.read().removeprefix("\ufeff")
     except OSError as e:
         raise UseError(f"cannot read {where}: {e.strerror or e}") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise UseError(
             f"{where} is not UTF-8 text (byte {e.start}: {data[e.start]:#04x})"
         ) from None
+
+
+def input_lines(text: str) -> list[str]:
+    """The lines of `text` as a file has them: cut at "\\n" only (str.splitlines also cuts at
+    form feeds and Unicode line separators, and the line numbers would not be the file's), a
+    "\\r" before it dropped, no empty line after a final newline."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _note(message: str) -> None:
@@ -535,7 +619,7 @@ def score(args: argparse.Namespace) -> None:
     text = read_input(args.input)
     # as the corpus is prepared: a line without a token is no sentence
     lines = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(input_lines(text), start=1):
         if line.split():
             ids, unknown = tokenize(line, vocab)
             lines.append((number, [*ids, EOS], unknown))
@@ -693,9 +777,11 @@ def translate(args: argparse.Namespace) -> None:
 
     t = resolve(args)
     need_mt(t, "translate")
-    lines = read_input(args.input).splitlines()
+    lines = input_lines(read_input(args.input))
     model = load_model(t)
     codec = load_codec(t)
+    if not lines:
+        raise UseError("no lines to translate (the input is empty)")
     cfg = model.config
     beam = args.beam or cfg.beam_size
     try:
