@@ -441,6 +441,7 @@ ERRORS = [
     (("translate", "--run", "transformr"), "did you mean 'transformer'?"),
     (("translate", "--run", "fake_mt"), "run 'fake_mt': its model in "),
     (("generate", "--mlflow-run", ""), "'' is not an MLflow run id"),  # an unset variable
+    (("generate", "--run", "../models/ngram"), "--run takes a run's name (models/RUN/), not a"),
 ]
 
 

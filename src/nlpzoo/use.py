@@ -362,6 +362,8 @@ def resolve(args: argparse.Namespace) -> Trained:
         config = _load_config(folder, f"MLflow run {args.mlflow_run}")
         return Trained(str(config.get("run", args.mlflow_run)), folder, config, root, True)
     name = args.run
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise UseError(f"--run takes a run's name (models/RUN/), not a path: got {name!r}")
     models = _models(root)
     trained_runs = getattr(args, "models", None) or root / "models"
     folder = trained_runs / name
