@@ -23,10 +23,10 @@ from nlpzoo.evaluation.perplexity import window_log_probs
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import run_configs
 from nlpzoo.tracking import RUN_FILE, Tracker, fetch_run_dir
-from test_lifecycle import PARAMS as LIFECYCLE_PARAMS
-from test_lifecycle import _tiny_params
 from test_tracking import assert_one_outage_warning, free_port
 from test_training_resume import make_project
+from toy import PARAMS as LIFECYCLE_PARAMS
+from toy import tiny_params
 
 TRAINER = {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "checkpoint_every_minutes": 0}
 PARAMS = {
@@ -222,7 +222,7 @@ def test_every_neural_run_pickles_as_the_pytorch_flavour_stores_it(run):
     family's module must come back equal (a family that cannot would log no model)."""
     import mlflow.pytorch.pickle_module as pickle_module
 
-    spec, cfg, _ = run_configs(_tiny_params(run), run)
+    spec, cfg, _ = run_configs(tiny_params(run), run)
     v = 40
     model = FAMILIES[spec.family].model_class()(cfg, v, counts=list(range(v, 0, -1))).eval()
     buffer = io.BytesIO()
