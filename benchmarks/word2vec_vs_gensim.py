@@ -256,7 +256,6 @@ def main() -> None:
 
         def summary(runs) -> dict:  # [(seconds, words, vectors, loss[, kernel s])] over seeds
             per_seed = [words * args.epochs / r[0] for r in runs]
-            rates = sorted(per_seed)
             qs = [quality(r[1], r[2], datasets) for r in runs]
             kernel = [r[4] for r in runs if len(r) > 4 and r[4] > 0]
             extra = {}
@@ -272,7 +271,7 @@ def main() -> None:
                 }
             return {
                 **extra,
-                "words_per_s": rates[len(rates) // 2],
+                "words_per_s": float(np.median(per_seed)),
                 "words_per_s_seeds": [round(r) for r in per_seed],
                 "ws353": float(np.mean([q["ws353"] for q in qs])),
                 "ws353_seeds": [round(float(q["ws353"]), 4) for q in qs],

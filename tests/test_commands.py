@@ -88,13 +88,22 @@ def test_the_file_that_is_not_utf8_is_the_one_named(project, command, culprit):
     assert f"{path} is not UTF-8 text" in err
 
 
+def test_validate_names_a_params_file_of_another_name(project):
+    other = project / "experiment.yaml"
+    other.write_bytes((project / "params.yaml").read_bytes() + b"\n# \xff\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["validate", str(other)])
+    assert code == 1 and f"{other} is not UTF-8 text" in err.getvalue(), err.getvalue()
+
+
 def test_a_yaml_error_in_params_is_one_line(project):
     (project / "params.yaml").write_text("models: [\n")
     code, _, err = run(project, "validate")
     assert code == 1 and err.count("\n") == 1 and "is not valid YAML" in err, err
 
 
-@pytest.mark.parametrize("jobs", ["0", "-3", "two"])
+@pytest.mark.parametrize("jobs", ["0", "-3", "two", "²"])
 def test_repro_refuses_a_number_of_jobs_below_one(project, monkeypatch, jobs):
     from nlpzoo import repro
 

@@ -184,8 +184,8 @@ def test_translate_refuses_bad_input_with_one_line(project, tmp_path):
     (project / "models" / "an_lm" / "model.npz").write_bytes(b"")
     empty = tmp_path / "empty.txt"
     empty.write_text("")
+    assert _translate(project, "--run", run, str(empty)) == (0, "", "")  # nothing in, nothing out
     cases = [
-        ((run, str(empty)), "no lines to translate (the input is empty)"),
         ((run, str(long)), "split long lines"),
         ((run, str(latin1)), "is not UTF-8 text"),
         ((run, str(tmp_path / "absent.txt")), "cannot read"),

@@ -531,6 +531,9 @@ def test_input_lines_are_the_files_lines(project, tmp_path):
     ]
     code, out, _ = cli(project, "score", "--run", "ngram", stdin="\ufeffthe cat sees it .\n")
     assert code == 0 and out.splitlines()[0] == plain[1].splitlines()[0]
+    path.write_bytes(b"\xef\xbb\xbfthe cat\n\xff\n")  # the bad byte counted from the file's start
+    code, _, err = cli(project, "score", "--run", "ngram", str(path))
+    assert code == 1 and f"{path} is not UTF-8 text (byte 11: 0xff)" in err, err
 
 
 def test_closed_streams_an_interrupt_and_a_full_disk_end_in_one_line(project, monkeypatch):
@@ -578,6 +581,20 @@ def test_models_that_is_no_mapping_leaves_the_trained_runs_usable(project, tmp_p
         (root / "params.yaml").write_text(text)
         code, out, err = cli(root, "generate", "--run", "ngram", "--tokens", "2")
         assert code == 0 and out.count("\n") == 1, err
+
+
+def test_a_run_file_of_another_tool_that_is_not_utf8_is_named(project):
+    folder = project / "models" / "latin"
+    shutil.copytree(project / "models" / "svd", folder)
+    try:
+        vectors = folder / "vectors.txt"
+        data = vectors.read_bytes()
+        vectors.write_bytes(data + "café 0.1\n".encode("latin-1"))
+        code, out, err = cli(project, "neighbours", "--run", "latin", "cat")
+        assert code == 1 and out == "" and err.count("\n") == 1, err
+        assert f"run 'latin': {vectors} is not UTF-8 text (byte {len(data) + 3}: 0xe9)" in err
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_a_model_file_of_random_bytes_gives_no_advice_to_unpickle_it(project):

@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {one_line(e)}", file=sys.stderr)
             return 1
         except (SyntaxError, UnicodeDecodeError, OSError) as e:
-            print(f"error: {project_error(e, args.params.resolve().parent)}", file=sys.stderr)
+            folder = args.params.resolve().parent
+            print(f"error: {project_error(e, folder, args.params)}", file=sys.stderr)
             return 1
         print(f"{args.params}: ok ({len(params['models'])} runs: {', '.join(params['models'])})")
     return 0

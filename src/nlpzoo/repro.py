@@ -161,15 +161,17 @@ def check_dvc_yaml(root: Path) -> None:
         raise NlpzooError(f"{path} is not a DVC pipeline (a mapping with `stages:`): {fix}")
 
 
-def project_error(e: BaseException, root: Path) -> str | None:
-    """One line for a project file that cannot be read or parsed while params.yaml, dvc.yaml and
-    the code are checked (None: not such an error)."""
+def project_error(e: BaseException, root: Path, params: Path | None = None) -> str | None:
+    """One line for a project file that cannot be read or parsed while the params file
+    (`params`, default root/params.yaml), dvc.yaml and the code are checked (None: not such an
+    error)."""
     if isinstance(e, SyntaxError):
         return (
             f"{e.filename}:{e.lineno}: {e.msg} (dvc.yaml is made from the code, which must parse)"
         )
     if isinstance(e, UnicodeDecodeError):
-        files = [root / "params.yaml", root / "dvc.yaml", *sorted(root.glob("stages/*.py"))]
+        files = [params or root / "params.yaml", root / "dvc.yaml"]
+        files += sorted(root.glob("stages/*.py"))
         files += sorted((root / "src" / "nlpzoo").rglob("*.py"))
         for path in files:
             try:
@@ -192,9 +194,13 @@ def one_line(e: BaseException) -> str:
 def _jobs(text: str) -> int:
     import argparse
 
-    if not text.strip().isdigit() or int(text) < 1:
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of runs >= 1, got {text!r}")
-    return int(text)
+    return jobs
 
 
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
@@ -208,11 +214,11 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     parser.add_argument("--dry", action="store_true", help="print the order of the runs only")
     args, extra = parser.parse_known_args(argv)
     if args.jobs is None:
-        jobs = os.environ.get("JOBS", "2")
-        if not jobs.strip().isdigit() or int(jobs) < 1:
-            print(f"error: JOBS must be a whole number of runs >= 1, got {jobs!r}", file=sys.stderr)
+        try:
+            args.jobs = _jobs(os.environ.get("JOBS", "2"))
+        except argparse.ArgumentTypeError as e:
+            print(f"error: JOBS {e}", file=sys.stderr)
             return 1
-        args.jobs = int(jobs)
     root = (root or Path.cwd()).resolve()
     try:
         check_dvc_yaml(root)

@@ -25,7 +25,9 @@ of `nlpzoo.evaluation.analogy` and `nlpzoo.evaluation.vectors`.
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
+import errno
 import json
 import math
 import os
@@ -76,16 +78,7 @@ def _at_most(limit: int):
 
 MAX_TOKENS = 100_000  # new tokens per sample
 MAX_SAMPLES = 10_000
-
-
 MAX_BEAM = 100  # wider beams cost memory in proportion and do not translate better
-
-
-def _beam(text: str) -> int:
-    value = _count(text)
-    if value > MAX_BEAM:
-        raise argparse.ArgumentTypeError(f"must be <= {MAX_BEAM}, got {value}")
-    return value
 
 
 def _natural(text: str) -> int:
@@ -255,7 +248,7 @@ def add_commands(sub: Any) -> None:
     tr.add_argument("input", nargs="?", type=Path, help="source lines (default: stdin)")
     tr.add_argument(
         "--beam",
-        type=_beam,
+        type=_at_most(MAX_BEAM),
         default=None,
         metavar="B",
         help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the run's)",
@@ -284,23 +277,37 @@ def run_command(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
         return 130
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
-    except UnicodeDecodeError as e:  # vectors.txt, vocab.txt, ...: written by other tools
-        run = getattr(args, "run", None) or getattr(args, "mlflow_run", None)
-        print(
-            f"error: a file of run '{run}' is not UTF-8 text (byte {e.start}: {e.reason})",
-            file=sys.stderr,
-        )
+        _drop_output()  # no second error when Python flushes stdout
+    except UnicodeDecodeError as e:  # a file read through a text stream, not checked by `decode`
+        print(f"error: a file of the run is not UTF-8 text ({e.reason})", file=sys.stderr)
         return 1
-    except OSError as e:  # unreadable files, a full disk, a closed output
+    except OSError as e:  # unreadable files, a full disk
         where = f"{e.filename}: " if e.filename else ""
         print(f"error: {where}{e.strerror or e}", file=sys.stderr)
-        if not e.filename:  # writing the output failed: drop what is left of it at the exit
-            with contextlib.suppress(OSError, ValueError):  # stdout no file: a test's buffer
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if e.errno in (errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT):  # writing stdout
+            _drop_output()
         return 1
     return 0
+
+
+def _drop_output() -> None:
+    """Point stdout at /dev/null, so that what could not be written is not tried again (with a
+    second error) when Python flushes stdout at the exit."""
+    with contextlib.suppress(OSError, ValueError):  # stdout is no file: a test's buffer
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def decode(data: bytes, where: str) -> str:
+    """`data` as text, a UTF-8 byte-order mark (Windows editors write one) dropped; a clear error
+    naming `where` and the first byte that is not UTF-8 (a file of another tool)."""
+    body = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = e.start + len(data) - len(body)
+        raise UseError(f"{where} is not UTF-8 text (byte {offset}: {data[offset]:#04x})") from None
 
 
 # --------------------------------------------------------------------------- the run
@@ -448,6 +455,7 @@ def load_vocab(t: Trained) -> Any:
             f"run '{t.name}': its vocabulary is not found ({' or '.join(map(str, places))}); "
             f"run `dvc repro train-{t.name}`"
         )
+    decode(path.read_bytes(), f"run '{t.name}': {path}")  # a clear error for another tool's
     vocab = Vocab.load(path)
     trained_on = t.config.get("vocab_size")
     if trained_on is not None and len(vocab) != trained_on:
@@ -535,12 +543,7 @@ def read_input(path: Path | None) -> str:
             return sys.stdin.read().removeprefix("\ufeff")
     except OSError as e:
         raise UseError(f"cannot read {where}: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise UseError(
-            f"{where} is not UTF-8 text (byte {e.start}: {data[e.start]:#04x})"
-        ) from None
+    return decode(data, where)
 
 
 def input_lines(text: str) -> list[str]:
@@ -677,6 +680,7 @@ def load_vectors(t: Trained) -> tuple[list[str], Any]:
 
     path = t.folder / "vectors.txt"
     if path.is_file():
+        decode(path.read_bytes(), f"run '{t.name}': {path}")
         return read_word2vec_text(path)
     from nlpzoo.tasks.words import as_array
 
@@ -782,8 +786,8 @@ def translate(args: argparse.Namespace) -> None:
     lines = input_lines(read_input(args.input))
     model = load_model(t)
     codec = load_codec(t)
-    if not lines:
-        raise UseError("no lines to translate (the input is empty)")
+    if not lines:  # an empty file translates to an empty output
+        return
     cfg = model.config
     beam = args.beam or cfg.beam_size
     try:
