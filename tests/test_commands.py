@@ -114,3 +114,12 @@ def test_repro_refuses_a_number_of_jobs_below_one(project, monkeypatch, jobs):
     monkeypatch.setenv("JOBS", jobs)
     code, _, message = run(project, "repro", "--dry")
     assert code == 1 and "JOBS must be a whole number of runs >= 1" in message
+
+
+@pytest.mark.parametrize("command", [("pipeline",), ("pipeline", "--check")], ids=" ".join)
+@pytest.mark.parametrize("missing", ["params.yaml", "stages", "src/nlpzoo"])
+def test_pipeline_outside_a_project_says_what_is_missing(project, command, missing):
+    path = project / missing
+    path.unlink() if path.is_file() else shutil.rmtree(path)
+    code, out, err = run(project, *command)
+    assert code == 1 and out == "" and "is not an nlpzoo project" in err, err

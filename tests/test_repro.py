@@ -43,6 +43,9 @@ def test_schedule_uses_the_recorded_wall_times_longest_first(params, tmp_path):
     assert order[:3] == ["svd", "nnlm", "seq2seq"]  # 600, 550, 20 s; unrecorded runs after
     assert repro.recorded_seconds(tmp_path, "svd") == 600
     assert repro.recorded_seconds(tmp_path, "glove") is None
+    for bad in (float("nan"), float("inf"), -5):  # a hand-edited record is no record
+        _record(tmp_path, "train-glove", bad)
+        assert repro.recorded_seconds(tmp_path, "glove") is None
 
 
 def test_schedule_skips_disabled_runs(params, tmp_path):

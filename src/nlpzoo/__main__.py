@@ -77,10 +77,12 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     root = args.root.resolve()
     try:
-        if not (root / "stages").is_dir() or not (root / "params.yaml").is_file():
+        needs = (root / "params.yaml", root / "stages", pipeline.package_dir(root))
+        if not all(p.exists() for p in needs):
             raise NlpzooError(
-                f"{root} is not an nlpzoo project (it needs params.yaml and stages/): run this "
-                "in the project's folder or name it with --root"
+                f"{root} is not an nlpzoo project (it needs params.yaml, stages/ and src/nlpzoo/, "
+                "the code dvc.yaml is made from): run this in the project's folder or name it "
+                "with --root"
             )
         params = load_params(root / "params.yaml")
         if args.check and not (root / "dvc.yaml").is_file():

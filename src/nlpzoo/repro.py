@@ -23,6 +23,7 @@ work of one such run, one run with two threads 1.4-1.9x (docs/benchmarks.md, "Th
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -43,10 +44,11 @@ def recorded_seconds(root: Path, run: str) -> float | None:
     for stage in (f"train-{run}", f"evaluate-{run}"):
         path = root / "timings" / f"{stage}.json"
         try:
-            total += float(json.loads(path.read_text(encoding="utf-8"))["seconds"])
-            found = True
+            seconds = float(json.loads(path.read_text(encoding="utf-8"))["seconds"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
+        if math.isfinite(seconds) and seconds >= 0:  # a hand-edited file: no record
+            total, found = total + seconds, True
     return total if found else None
 
 
