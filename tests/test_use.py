@@ -597,6 +597,29 @@ def test_a_run_file_of_another_tool_that_is_not_utf8_is_named(project):
         shutil.rmtree(folder)
 
 
+def test_a_run_with_nan_weights_or_vectors_answers_nothing(project):
+    """NaN would print as invalid JSON, empty analogies or one word repeated, with status 0."""
+    folder = project / "models" / "diverged"
+    shutil.copytree(project / "models" / "nnlm", folder)
+    try:
+        blob = torch.load(folder / "model.pt", weights_only=True)
+        first = next(iter(blob["state_dict"]))
+        blob["state_dict"][first][0] = float("nan")
+        torch.save(blob, folder / "model.pt")
+        for args in (("generate", "--run", "diverged"), ("neighbours", "--run", "diverged", "cat")):
+            (folder / "vectors.txt").unlink(missing_ok=True)  # neighbours: the model's own
+            code, out, err = cli(project, *args)
+            assert code == 1 and out == "" and err.count("\n") == 1, err
+            assert "run 'diverged': its weights hold NaN or infinite values" in err, err
+        words, vectors = _planted_vectors()
+        vectors[5, 3] = np.inf
+        write_word2vec_text(folder / "vectors.txt", words, vectors)
+        code, out, err = cli(project, "neighbours", "--run", "diverged", "cat", "--json")
+        assert code == 1 and out == "" and "its vectors hold NaN or infinite values" in err, err
+    finally:
+        shutil.rmtree(folder)
+
+
 def test_a_model_file_of_random_bytes_gives_no_advice_to_unpickle_it(project):
     folder = project / "models" / "noise"
     shutil.copytree(project / "models" / "nnlm", folder)

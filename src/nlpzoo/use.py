@@ -488,7 +488,7 @@ def load_model(t: Trained) -> Any:
     from nlpzoo.tasks import load_model as load
 
     try:
-        return load(t.folder)
+        model = load(t.folder)
     except NlpzooError:
         raise
     except OSError as e:
@@ -507,6 +507,20 @@ def load_model(t: Trained) -> Any:
             f"run '{t.name}': its model in {t.folder} cannot be loaded ({why}): the "
             f"file is damaged, cut short or written by other code; {_remake(t)}"
         ) from e
+    import torch
+
+    if isinstance(model, torch.nn.Module):
+        _check_finite(t, "weights", all(bool(p.isfinite().all()) for p in model.parameters()))
+    return model
+
+
+def _check_finite(t: Trained, what: str, finite: bool) -> None:
+    """A run whose numbers are NaN or infinite answers nothing meaningful: one clear error."""
+    if not finite:
+        raise UseError(
+            f"run '{t.name}': its {what} hold NaN or infinite values (training diverged, or the "
+            f"files were changed); {_remake(t)}"
+        )
 
 
 def load_codec(t: Trained) -> Any:
@@ -676,12 +690,16 @@ def score(args: argparse.Namespace) -> None:
 def load_vectors(t: Trained) -> tuple[list[str], Any]:
     """(words, (V, d) vectors): models/RUN/vectors.txt, or the model's own embeddings (a run
     fetched from MLflow holds no vectors.txt)."""
+    import numpy as np
+
     from nlpzoo.evaluation.vectors import read_word2vec_text
 
     path = t.folder / "vectors.txt"
     if path.is_file():
         decode(path.read_bytes(), f"run '{t.name}': {path}")
-        return read_word2vec_text(path)
+        words, vectors = read_word2vec_text(path)
+        _check_finite(t, "vectors", bool(np.isfinite(vectors).all()))
+        return words, vectors
     from nlpzoo.tasks.words import as_array
 
     vocab = load_vocab(t)
