@@ -484,6 +484,13 @@ def test_damaged_runs_and_inputs_give_one_line_errors(project, tmp_path):
     broken = {
         "as_list": ("[]", None, "is not a run's config (a JSON object)"),
         "no_data": ('{"family": "nnlm"}', b"", "its vocabulary is not found"),
+        "size_text": (
+            (models / "nnlm" / "config.json")
+            .read_text()
+            .replace('"vocab_size": ', '"vocab_size": "x", "_": '),
+            b"",
+            "has vocab_size 'x', not a number of words",
+        ),
         "truncated": (  # lstm_lm's run, its model.pt cut short
             (models / "lstm_lm" / "config.json").read_text(),
             (models / "lstm_lm" / "model.pt").read_bytes()[:1000],

@@ -458,6 +458,11 @@ def load_vocab(t: Trained) -> Any:
     decode(path.read_bytes(), f"run '{t.name}': {path}")  # a clear error for another tool's
     vocab = Vocab.load(path)
     trained_on = t.config.get("vocab_size")
+    if trained_on is not None and not isinstance(trained_on, int):
+        raise UseError(
+            f"run '{t.name}': {t.folder / 'config.json'} has vocab_size {trained_on!r}, not a "
+            f"number of words; {_remake(t)}"
+        )
     if trained_on is not None and len(vocab) != trained_on:
         raise UseError(
             f"run '{t.name}': {path} has {len(vocab):,} words but the run was trained on "
