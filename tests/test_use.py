@@ -590,25 +590,30 @@ def test_models_that_is_no_mapping_leaves_the_trained_runs_usable(project, tmp_p
         assert code == 0 and out.count("\n") == 1, err
 
 
-def test_a_run_file_of_another_tool_that_is_not_utf8_is_named(project):
-    folder = project / "models" / "latin"
-    shutil.copytree(project / "models" / "svd", folder)
+@contextlib.contextmanager
+def _copied_run(project: Path, source: str, name: str):
+    """models/NAME, a copy of models/SOURCE for a test to damage; removed afterwards."""
+    folder = project / "models" / name
+    shutil.copytree(project / "models" / source, folder)
     try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_run_file_of_another_tool_that_is_not_utf8_is_named(project):
+    with _copied_run(project, "svd", "latin") as folder:
         vectors = folder / "vectors.txt"
         data = vectors.read_bytes()
         vectors.write_bytes(data + "café 0.1\n".encode("latin-1"))
         code, out, err = cli(project, "neighbours", "--run", "latin", "cat")
         assert code == 1 and out == "" and err.count("\n") == 1, err
         assert f"run 'latin': {vectors} is not UTF-8 text (byte {len(data) + 3}: 0xe9)" in err
-    finally:
-        shutil.rmtree(folder)
 
 
 def test_a_run_with_nan_weights_or_vectors_answers_nothing(project):
     """NaN would print as invalid JSON, empty analogies or one word repeated, with status 0."""
-    folder = project / "models" / "diverged"
-    shutil.copytree(project / "models" / "nnlm", folder)
-    try:
+    with _copied_run(project, "nnlm", "diverged") as folder:
         blob = torch.load(folder / "model.pt", weights_only=True)
         first = next(iter(blob["state_dict"]))
         blob["state_dict"][first][0] = float("nan")
@@ -623,20 +628,14 @@ def test_a_run_with_nan_weights_or_vectors_answers_nothing(project):
         write_word2vec_text(folder / "vectors.txt", words, vectors)
         code, out, err = cli(project, "neighbours", "--run", "diverged", "cat", "--json")
         assert code == 1 and out == "" and "its vectors hold NaN or infinite values" in err, err
-    finally:
-        shutil.rmtree(folder)
 
 
 def test_a_model_file_of_random_bytes_gives_no_advice_to_unpickle_it(project):
-    folder = project / "models" / "noise"
-    shutil.copytree(project / "models" / "nnlm", folder)
-    try:
+    with _copied_run(project, "nnlm", "noise") as folder:
         (folder / "model.pt").write_bytes(np.random.default_rng(0).bytes(4000))
         code, out, err = cli(project, "generate", "--run", "noise")
         assert code == 1 and out == "" and err.count("\n") == 1, err
         assert "run 'noise': its model in" in err and "weights_only" not in err, err
-    finally:
-        shutil.rmtree(folder)
 
 
 # --------------------------------------------------------------------------- MLflow

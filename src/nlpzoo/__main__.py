@@ -51,20 +51,15 @@ def main(argv: list[str] | None = None) -> int:
         return _pipeline(args)
 
     if args.command == "validate":
-        from nlpzoo.cli import load_params
-        from nlpzoo.repro import check_dvc_yaml, one_line, project_error
+        from nlpzoo.repro import PROJECT_ERRORS, error_line, load_project_params
 
         try:
             if args.params.is_dir():
                 raise NlpzooError(f"{args.params} is a folder, not a params file")
-            check_dvc_yaml(args.params.resolve().parent)
-            params = load_params(args.params)
-        except NlpzooError as e:
-            print(f"error: {one_line(e)}", file=sys.stderr)
-            return 1
-        except (SyntaxError, UnicodeDecodeError, OSError) as e:
+            params = load_project_params(args.params)
+        except PROJECT_ERRORS as e:
             folder = args.params.resolve().parent
-            print(f"error: {project_error(e, folder, args.params)}", file=sys.stderr)
+            print(f"error: {error_line(e, folder, args.params)}", file=sys.stderr)
             return 1
         print(f"{args.params}: ok ({len(params['models'])} runs: {', '.join(params['models'])})")
     return 0
@@ -73,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 def _pipeline(args: argparse.Namespace) -> int:
     from nlpzoo import pipeline
     from nlpzoo.params import load_params
-    from nlpzoo.repro import check_dvc_yaml, one_line, project_error
+    from nlpzoo.repro import PROJECT_ERRORS, check_dvc_yaml, error_line
 
     root = args.root.resolve()
     try:
@@ -97,11 +92,8 @@ def _pipeline(args: argparse.Namespace) -> int:
             path = pipeline.write(params, root)
             runs = ", ".join(pipeline.parse_models(params))
             print(f"wrote {path} (runs: {runs})")
-    except NlpzooError as e:
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        return 1
-    except (SyntaxError, UnicodeDecodeError, OSError) as e:
-        print(f"error: {project_error(e, root)}", file=sys.stderr)
+    except PROJECT_ERRORS as e:
+        print(f"error: {error_line(e, root)}", file=sys.stderr)
         return 1
     return 0
 

@@ -32,7 +32,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from nlpzoo.errors import NlpzooError
 from nlpzoo.params import parse_models
+from nlpzoo.pipeline import package_dir
 
 DATA_STAGES = ["corpus", "prepare", "vocab", "cooccur"]
 TASK_ORDER = {"mt": 0, "lm": 1, "vectors": 2}  # longest first when no timing is recorded
@@ -147,8 +149,6 @@ def check_dvc_yaml(root: Path) -> None:
     that left its conflict markers) or not a mapping with `stages:`. Rewriting it mends both."""
     import yaml
 
-    from nlpzoo.errors import NlpzooError
-
     path = root / "dvc.yaml"
     if not path.is_file():
         return
@@ -163,10 +163,13 @@ def check_dvc_yaml(root: Path) -> None:
         raise NlpzooError(f"{path} is not a DVC pipeline (a mapping with `stages:`): {fix}")
 
 
-def project_error(e: BaseException, root: Path, params: Path | None = None) -> str | None:
-    """One line for a project file that cannot be read or parsed while the params file
-    (`params`, default root/params.yaml), dvc.yaml and the code are checked (None: not such an
-    error)."""
+PROJECT_ERRORS = (NlpzooError, SyntaxError, UnicodeDecodeError, OSError)
+
+
+def error_line(e: BaseException, root: Path, params: Path | None = None) -> str:
+    """One line for an error of PROJECT_ERRORS met while the params file (`params`, default
+    root/params.yaml), dvc.yaml and the code are read and checked: a user error's message (YAML's
+    span three lines), or the project file that cannot be read or parsed."""
     if isinstance(e, SyntaxError):
         return (
             f"{e.filename}:{e.lineno}: {e.msg} (dvc.yaml is made from the code, which must parse)"
@@ -174,7 +177,7 @@ def project_error(e: BaseException, root: Path, params: Path | None = None) -> s
     if isinstance(e, UnicodeDecodeError):
         files = [params or root / "params.yaml", root / "dvc.yaml"]
         files += sorted(root.glob("stages/*.py"))
-        files += sorted((root / "src" / "nlpzoo").rglob("*.py"))
+        files += sorted(package_dir(root).rglob("*.py"))
         for path in files:
             try:
                 path.read_bytes().decode("utf-8")
@@ -185,12 +188,16 @@ def project_error(e: BaseException, root: Path, params: Path | None = None) -> s
         return f"a file of the project is not UTF-8 text ({e.reason})"
     if isinstance(e, OSError):
         return f"{e.filename or 'a project file'}: {e.strerror or e}"
-    return None
-
-
-def one_line(e: BaseException) -> str:
-    """An error's message on one line (YAML's messages span three)."""
     return " ".join(str(e).split())
+
+
+def load_project_params(path: Path) -> dict:
+    """params.yaml at `path`, validated, after checking that the dvc.yaml beside it is a
+    pipeline and that it is current (`nlpzoo.cli.load_params`)."""
+    from nlpzoo.cli import load_params
+
+    check_dvc_yaml(path.resolve().parent)
+    return load_params(path)
 
 
 def _jobs(text: str) -> int:
@@ -208,9 +215,6 @@ def _jobs(text: str) -> int:
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     import argparse
 
-    from nlpzoo.cli import load_params
-    from nlpzoo.errors import NlpzooError
-
     parser = argparse.ArgumentParser(prog="nlpzoo repro", description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=_jobs, default=None, help="runs side by side (JOBS, 2)")
     parser.add_argument("--dry", action="store_true", help="print the order of the runs only")
@@ -223,13 +227,9 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
             return 1
     root = (root or Path.cwd()).resolve()
     try:
-        check_dvc_yaml(root)
-        params = load_params(root / "params.yaml")
-    except NlpzooError as e:
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        return 1
-    except (SyntaxError, UnicodeDecodeError, OSError) as e:
-        print(f"error: {project_error(e, root)}", file=sys.stderr)
+        params = load_project_params(root / "params.yaml")
+    except PROJECT_ERRORS as e:
+        print(f"error: {error_line(e, root)}", file=sys.stderr)
         return 1
     if args.dry:
         for name in schedule(params, root):
