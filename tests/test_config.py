@@ -260,6 +260,33 @@ def test_trainer_config_wrong_types(section, key):
         build(TrainerConfig, section, "trainer")
 
 
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [
+        ({"max_steps": 0}, "max_steps"),  # Lightning would train nothing and say so quietly
+        ({"max_steps": -2}, "max_steps"),
+        ({"limit_train_batches": 0}, "limit_train_batches"),
+        ({"limit_train_batches": 0.0}, "limit_train_batches"),
+        ({"limit_train_batches": 1.5}, "limit_train_batches"),
+        ({"limit_val_batches": -1}, "limit_val_batches"),
+        ({"limit_val_batches": 0}, "limit_val_batches"),  # early stopping would watch nothing
+        ({"limit_val_batches": 0.0}, "limit_val_batches"),
+        ({"threads": -1}, "threads"),
+    ],
+)
+def test_trainer_config_values_lightning_would_misuse(section, key):
+    with pytest.raises(ConfigError, match=f"^trainer: key '{key}' "):
+        build(TrainerConfig, section, "trainer")
+
+
+def test_no_validation_is_fine_without_early_stopping():
+    cfg = build(TrainerConfig, {"limit_val_batches": 0, "early_stopping_patience": 0}, "trainer")
+    assert cfg.limit_val_batches == 0
+    assert (
+        build(TrainerConfig, {"max_steps": 1, "limit_train_batches": 1}, "trainer").max_steps == 1
+    )
+
+
 # --------------------------------------------------------------------------- runner params
 
 PARAMS = {
@@ -419,6 +446,24 @@ def test_bad_vocab_section_is_rejected():
         validate_params(p)
 
 
-def test_bad_seed_is_rejected():
-    with pytest.raises(ConfigError, match="seed"):
-        validate_params(params(seed="1234"))
+@pytest.mark.parametrize("seed", ["1234", True, -1, 2**32])
+def test_bad_seed_is_rejected(seed):
+    """numpy and seed_everything take seeds in [0, 2**32) only."""
+    with pytest.raises(ConfigError, match=r"^params: key 'seed' must be a whole number in \[0"):
+        validate_params(params(seed=seed))
+    validate_params(params(seed=2**32 - 1))
+
+
+@pytest.mark.parametrize("family", ["word2vec", "glove"])
+def test_gradient_accumulation_is_refused_for_families_that_update_in_place(family):
+    p = params()
+    p["models"]["vec"] = {"family": family, "data": "vocab/lm"}
+    p["vec"] = {"trainer": {"accumulate_grad_batches": 2}}
+    with pytest.raises(ConfigError, match=r"^run 'vec' \(trainer\): key 'accumulate_grad"):
+        validate_params(p)
+    p["vec"] = {}
+    p["trainer"]["accumulate_grad_batches"] = 2  # the shared section reaches it too
+    with pytest.raises(ConfigError, match="accumulate_grad_batches' must be 1 for family"):
+        validate_params(p)
+    del p["models"]["vec"], p["vec"]
+    validate_params(p)  # the other families accumulate

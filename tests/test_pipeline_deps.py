@@ -123,6 +123,20 @@ def test_stale_dvc_yaml_is_refused_naming_the_fix(tmp_path):
         pipeline.check(params, tmp_path)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["<<<<<<< HEAD\nstages: {}\n=======\nstages: {}\n>>>>>>> other\n", "- a\n", "stages: 5\n"],
+)
+def test_a_dvc_yaml_that_is_no_pipeline_stops_a_stage_with_the_fix(tmp_path, text):
+    """What every stage runs first: one error naming the remedy, not a traceback."""
+    for folder in ("src", "stages"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    (tmp_path / "dvc.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"dvc\.yaml is not .*python -m nlpzoo pipeline"):
+        pipeline.check(params, tmp_path)
+
+
 def test_disabled_runs_get_no_stages():
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     params["models"]["glove"]["enabled"] = False

@@ -147,7 +147,8 @@ def test_family_module_trains_and_logs_exact_validation_perplexity(tmp_path):
 
     # checkpoints in the checkpoint directory
     assert (tmp_path / "ckpt" / "best.ckpt").is_file()
-    assert (tmp_path / "ckpt" / "last.ckpt").is_file()
+    assert (tmp_path / "ckpt" / "resume.ckpt").is_file()
+    assert not (tmp_path / "ckpt" / "last.ckpt").exists()  # one copy of the last state is enough
 
 
 # ---------------------------------------------------------------------------------- non-finite loss

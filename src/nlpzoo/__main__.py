@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
 def _pipeline(args: argparse.Namespace) -> int:
     from nlpzoo import pipeline
     from nlpzoo.params import load_params
-    from nlpzoo.repro import PROJECT_ERRORS, check_dvc_yaml, error_line
+    from nlpzoo.pipeline import check_dvc_yaml
+    from nlpzoo.repro import PROJECT_ERRORS, error_line
 
     root = args.root.resolve()
     try:

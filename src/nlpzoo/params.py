@@ -188,6 +188,24 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
         require(self.max_epochs >= 1, "max_epochs", "must be >= 1")
+        require(self.max_steps == -1 or self.max_steps >= 1, "max_steps", "must be -1 or >= 1")
+        train, val = self.limit_train_batches, self.limit_val_batches
+        require(
+            train >= 1 if isinstance(train, int) else 0 < train <= 1,
+            "limit_train_batches",
+            "must be a whole number of batches >= 1 or a fraction in (0, 1]",
+        )
+        require(
+            val >= 0 if isinstance(val, int) else 0 <= val <= 1,
+            "limit_val_batches",
+            "must be a whole number of batches >= 0 or a fraction in [0, 1]",
+        )
+        require(
+            self.limit_val_batches != 0 or not self.early_stopping_patience,
+            "limit_val_batches",
+            "is 0 (no validation): set early_stopping_patience: 0 too, it watches val/ppl",
+        )
+        require(self.threads >= 0, "threads", "must be >= 0 (0 keeps torch's default)")
         require(self.accumulate_grad_batches >= 1, "accumulate_grad_batches", "must be >= 1")
         require(
             self.gradient_clip_val is None or self.gradient_clip_val > 0,
@@ -385,6 +403,11 @@ def run_configs(params: dict, name: str) -> tuple[RunSpec, Any, TrainerConfig]:
     trainer_section = dict(params.get("trainer") or {})
     trainer_section.update(section.get("trainer") or {})
     trainer_cfg = build(TrainerConfig, trainer_section, f"run '{name}' (trainer)")
+    if FAMILIES[spec.family].manual_step and trainer_cfg.accumulate_grad_batches != 1:
+        raise ConfigError(
+            f"run '{name}' (trainer): key 'accumulate_grad_batches' must be 1 for family "
+            f"{spec.family} (it updates its weights in place, with no gradients to accumulate)"
+        )
     return spec, cfg, trainer_cfg
 
 
@@ -403,8 +426,8 @@ def validate_params(params: dict) -> None:
                 "a run's settings without running it)"
             )
     seed = params.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ConfigError("params: key 'seed' must be an integer")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise ConfigError(f"params: key 'seed' must be a whole number in [0, 2**32), got {seed!r}")
     for name in specs:
         run_configs(params, name)
     build(LMDataConfig, params.get("lm"), "lm")

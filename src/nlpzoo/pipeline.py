@@ -347,11 +347,29 @@ def write(params: dict, root: Path) -> Path:
     return path
 
 
+def check_dvc_yaml(root: Path) -> None:
+    """A clear error when the project's dvc.yaml exists but is no pipeline: not YAML (a merge
+    that left its conflict markers) or not a mapping with `stages:`. Rewriting it mends both."""
+    path = root / "dvc.yaml"
+    if not path.is_file():
+        return
+    fix = "rewrite it with `python -m nlpzoo pipeline`"
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{path} is not valid YAML{where}: {fix}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("stages"), dict):
+        raise ConfigError(f"{path} is not a DVC pipeline (a mapping with `stages:`): {fix}")
+
+
 def check(params: dict, root: Path) -> None:
     """Refuse to run when dvc.yaml is not what `render` gives now (stale runs or code deps)."""
     path = root / "dvc.yaml"
     if not path.is_file() or not package_dir(root).is_dir():
         return  # not a project checkout (e.g. a stage run by hand elsewhere)
+    check_dvc_yaml(root)
     text = path.read_text(encoding="utf-8")
     wanted_text = render(params, root)
     if text == wanted_text:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from nlpzoo.errors import NlpzooError
 from nlpzoo.params import parse_models
-from nlpzoo.pipeline import package_dir
+from nlpzoo.pipeline import check_dvc_yaml, package_dir
 
 DATA_STAGES = ["corpus", "prepare", "vocab", "cooccur"]
 TASK_ORDER = {"mt": 0, "lm": 1, "vectors": 2}  # longest first when no timing is recorded
@@ -142,25 +142,6 @@ def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
     minutes = (time.monotonic() - started) / 60
     console.say(f"repro finished in {minutes:.1f} min with {jobs} runs side by side")
     return status
-
-
-def check_dvc_yaml(root: Path) -> None:
-    """A clear error when the project's dvc.yaml exists but is no pipeline: not YAML (a merge
-    that left its conflict markers) or not a mapping with `stages:`. Rewriting it mends both."""
-    import yaml
-
-    path = root / "dvc.yaml"
-    if not path.is_file():
-        return
-    fix = "rewrite it with `python -m nlpzoo pipeline`"
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise NlpzooError(f"{path} is not valid YAML{where}: {fix}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("stages"), dict):
-        raise NlpzooError(f"{path} is not a DVC pipeline (a mapping with `stages:`): {fix}")
 
 
 PROJECT_ERRORS = (NlpzooError, SyntaxError, UnicodeDecodeError, OSError)

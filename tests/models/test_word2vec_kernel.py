@@ -30,6 +30,7 @@ from nlpzoo.models.outputs import huffman_tree
 from nlpzoo.models.word2vec import Config, Word2Vec, alias_table
 from nlpzoo.models.word2vec_kernel import (
     MAX_EXP,
+    MIN_PIECE_TOKENS,
     PIECE_TOKENS,
     _sigmoid_softplus,
     fixed_pairs,
@@ -381,6 +382,8 @@ def test_one_thread_trains_the_range_as_one_piece():
     stream = zipf_stream(n_tokens=20_000)
     cuts, alphas = piece_plan(stream, 0.05, 0.01, threads=1)
     assert cuts.tolist() == [0, len(stream)] and alphas.tolist() == [0.05, 0.01]
+    # a range smaller than threads · MIN_PIECE_TOKENS still gives every thread a piece
+    assert len(piece_plan(stream[:700], 0.05, 0.01, threads=2)[0]) - 1 >= 2
 
 
 def test_threads_take_pieces_in_order_each_at_the_rate_of_its_own_position(monkeypatch):
@@ -392,7 +395,7 @@ def test_threads_take_pieces_in_order_each_at_the_rate_of_its_own_position(monke
     n = len(stream)
     t = tables_for("skipgram", "negative", np.bincount(stream))
     calls, rest_done = [], threading.Event()
-    expected_pieces = -(-n // PIECE_TOKENS)
+    expected_pieces = len(piece_plan(stream, 0.05, 0.01, threads=2)[0]) - 1
 
     def fake_range(tokens, lo, hi, *args):
         alpha_lo, alpha_hi, seed = args[12], args[13], args[16]
@@ -412,8 +415,11 @@ def test_threads_take_pieces_in_order_each_at_the_rate_of_its_own_position(monke
     assert len(calls) == expected_pieces and pairs == n and loss == 0.5 * len(calls)
     assert lo[0] == 0 and hi[-1] == n and np.array_equal(lo[1:], hi[:-1])  # each token once
     assert (stream[hi[:-1] - 1] == EOS).all()
-    assert (hi - lo <= PIECE_TOKENS + 32).all()  # sentences are < 32 tokens
-    assert np.abs(hi - lo - n / len(calls)).max() < 40
+    # guided: PIECE_TOKENS while much is left, then a quarter of what is left (2 threads), down
+    # to MIN_PIECE_TOKENS; each cut at the first sentence end after it (sentences < 32 tokens)
+    size = np.clip(-(-(n - lo) // 4), MIN_PIECE_TOKENS, PIECE_TOKENS)
+    assert (hi - lo >= np.minimum(size, n - lo)).all() and (hi - lo < size + 32).all()
+    assert (hi - lo)[0] >= PIECE_TOKENS and (hi - lo)[-2] < MIN_PIECE_TOKENS + 32
     rate_lo, rate_hi = 0.05 - 0.04 * lo / n, 0.05 - 0.04 * hi / n  # the range's linear rate
     np.testing.assert_allclose([c[2] for c in calls], rate_lo, rtol=1e-12)
     np.testing.assert_allclose([c[3] for c in calls], rate_hi, rtol=1e-12)

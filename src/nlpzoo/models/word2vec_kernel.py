@@ -49,7 +49,9 @@ over the rows it scored and the number of pairs (so loss_sum / pairs is the mean
 pair). Hierarchical-softmax rows skipped by `max_exp` still count their loss.
 
 Threads (`train_tokens`): with several threads the token range is cut at sentence ends into
-pieces of about PIECE_TOKENS raw tokens, and the pieces are handed out in order to whichever of
+pieces of up to PIECE_TOKENS raw tokens, smaller towards the range's end (guided
+self-scheduling: a piece is at most 1/(2·threads) of what is left, down to MIN_PIECE_TOKENS), so
+that the threads finish the range together; the pieces are handed out in order to whichever of
 `threads` Python threads is free, each calling `train_range` (compiled with nogil, so threads run
 in parallel) on the same weight arrays, without locks (Hogwild: Recht, Re, Wright & Niu 2011; the
 way word2vec.c's and gensim's worker threads train). Two things follow, as in word2vec.c, where
@@ -544,6 +546,7 @@ def _train_range(
 
 
 PIECE_TOKENS = 4096  # raw tokens a thread takes at a time when several threads share a range
+MIN_PIECE_TOKENS = 512  # the smallest piece, at the range's end
 
 
 def piece_plan(
@@ -551,13 +554,23 @@ def piece_plan(
 ) -> tuple[np.ndarray, np.ndarray]:
     """How `train_tokens` cuts its range: piece i is raw positions cuts[i]..cuts[i+1] (cut right
     after a sentence end) and its rate falls from alphas[i] to alphas[i+1], the range's linear
-    rate at those two positions. One piece for one thread; with more, about
-    len / PIECE_TOKENS pieces (at least `threads`)."""
+    rate at those two positions. One piece for one thread. With more, a piece starting at p
+    ends at the first sentence end at or after p + size, size = min(PIECE_TOKENS,
+    max(smallest, ⌈(len − p) / (2·threads)⌉)), smallest = min(MIN_PIECE_TOKENS, ⌈len /
+    threads⌉): PIECE_TOKENS while much is left, then ever smaller pieces, so a thread that
+    takes the last one keeps the other waiting for a few hundred tokens at most."""
     n = len(tokens)
-    parts = 1 if threads <= 1 else max(int(threads), -(-n // PIECE_TOKENS))
-    cuts = np.unique(sentence_cuts(tokens, parts))  # a sentence longer than a piece: no repeat
-    if len(cuts) < 2:  # an empty range: one empty piece
-        cuts = np.zeros(2, dtype=np.int64)
+    if threads <= 1 or n == 0:
+        cuts = np.array([0, n], dtype=np.int64)
+    else:
+        ends = np.flatnonzero(np.asarray(tokens) == EOS) + 1  # positions after each </s>
+        smallest = min(MIN_PIECE_TOKENS, -(-n // threads))
+        cut = [0]
+        while cut[-1] < n:
+            size = min(PIECE_TOKENS, max(smallest, -(-(n - cut[-1]) // (2 * threads))))
+            k = np.searchsorted(ends, cut[-1] + size)
+            cut.append(int(ends[k]) if k < len(ends) else n)
+        cuts = np.asarray(cut, dtype=np.int64)
     alphas = alpha_start + (alpha_end - alpha_start) * (cuts / max(n, 1))
     alphas[0], alphas[-1] = alpha_start, alpha_end  # exactly, without rounding
     return cuts, alphas
