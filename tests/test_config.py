@@ -269,8 +269,6 @@ def test_trainer_config_wrong_types(section, key):
         ({"limit_train_batches": 0.0}, "limit_train_batches"),
         ({"limit_train_batches": 1.5}, "limit_train_batches"),
         ({"limit_val_batches": -1}, "limit_val_batches"),
-        ({"limit_val_batches": 0}, "limit_val_batches"),  # early stopping would watch nothing
-        ({"limit_val_batches": 0.0}, "limit_val_batches"),
         ({"threads": -1}, "threads"),
     ],
 )
@@ -454,16 +452,18 @@ def test_bad_seed_is_rejected(seed):
     validate_params(params(seed=2**32 - 1))
 
 
-@pytest.mark.parametrize("family", ["word2vec", "glove"])
-def test_gradient_accumulation_is_refused_for_families_that_update_in_place(family):
+def test_no_validation_with_early_stopping_is_refused_for_runs_that_validate():
     p = params()
-    p["models"]["vec"] = {"family": family, "data": "vocab/lm"}
-    p["vec"] = {"trainer": {"accumulate_grad_batches": 2}}
-    with pytest.raises(ConfigError, match=r"^run 'vec' \(trainer\): key 'accumulate_grad"):
+    p["trainer"]["limit_val_batches"] = 0  # early stopping (patience 2) would watch nothing
+    with pytest.raises(ConfigError, match=r"^run '\w+' \(trainer\): key 'limit_val_batches' is 0"):
         validate_params(p)
-    p["vec"] = {}
-    p["trainer"]["accumulate_grad_batches"] = 2  # the shared section reaches it too
-    with pytest.raises(ConfigError, match="accumulate_grad_batches' must be 1 for family"):
+    p["trainer"]["early_stopping_patience"] = 0
+    validate_params(p)
+    # word vectors never validate: their runs take it with the shared patience
+    p = params()
+    p["models"]["vec"] = {"family": "word2vec", "data": "vocab/lm"}
+    p["vec"] = {"trainer": {"limit_val_batches": 0}}
+    validate_params(p)
+    p["nnlm"]["trainer"] = {"limit_val_batches": 0}
+    with pytest.raises(ConfigError, match=r"^run 'nnlm' \(trainer\): key 'limit_val_batches'"):
         validate_params(p)
-    del p["models"]["vec"], p["vec"]
-    validate_params(p)  # the other families accumulate

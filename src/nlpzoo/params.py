@@ -200,11 +200,6 @@ class TrainerConfig:
             "limit_val_batches",
             "must be a whole number of batches >= 0 or a fraction in [0, 1]",
         )
-        require(
-            self.limit_val_batches != 0 or not self.early_stopping_patience,
-            "limit_val_batches",
-            "is 0 (no validation): set early_stopping_patience: 0 too, it watches val/ppl",
-        )
         require(self.threads >= 0, "threads", "must be >= 0 (0 keeps torch's default)")
         require(self.accumulate_grad_batches >= 1, "accumulate_grad_batches", "must be >= 1")
         require(
@@ -403,10 +398,16 @@ def run_configs(params: dict, name: str) -> tuple[RunSpec, Any, TrainerConfig]:
     trainer_section = dict(params.get("trainer") or {})
     trainer_section.update(section.get("trainer") or {})
     trainer_cfg = build(TrainerConfig, trainer_section, f"run '{name}' (trainer)")
-    if FAMILIES[spec.family].manual_step and trainer_cfg.accumulate_grad_batches != 1:
+    family = FAMILIES[spec.family]
+    if (
+        family.neural
+        and family.task != "vectors"  # word vectors never validate (tasks/vectors.py)
+        and trainer_cfg.limit_val_batches == 0
+        and trainer_cfg.early_stopping_patience
+    ):
         raise ConfigError(
-            f"run '{name}' (trainer): key 'accumulate_grad_batches' must be 1 for family "
-            f"{spec.family} (it updates its weights in place, with no gradients to accumulate)"
+            f"run '{name}' (trainer): key 'limit_val_batches' is 0 (no validation): set "
+            "early_stopping_patience: 0 too, it watches val/ppl"
         )
     return spec, cfg, trainer_cfg
 

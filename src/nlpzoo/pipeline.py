@@ -369,11 +369,11 @@ def check(params: dict, root: Path) -> None:
     path = root / "dvc.yaml"
     if not path.is_file() or not package_dir(root).is_dir():
         return  # not a project checkout (e.g. a stage run by hand elsewhere)
-    check_dvc_yaml(root)
     text = path.read_text(encoding="utf-8")
     wanted_text = render(params, root)
     if text == wanted_text:
         return
+    check_dvc_yaml(root)  # a file that is no pipeline: its own message
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     current = yaml.load(text, Loader=loader) or {}
     wanted = yaml.load(wanted_text, Loader=loader)

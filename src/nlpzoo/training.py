@@ -32,7 +32,7 @@ import torch
 from pytorch_lightning.callbacks import Checkpoint, Timer
 from pytorch_lightning.plugins import TorchCheckpointIO
 
-from nlpzoo.errors import TrainingError
+from nlpzoo.errors import ConfigError, TrainingError
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import TrainerConfig
 from nlpzoo.tasks import task_of
@@ -127,6 +127,17 @@ class FamilyModule(pl.LightningModule):
             and self.trainer.world_size == 1
         )
         self.automatic_optimization = not self._manual
+        if self._manual:
+            # Lightning checks these against automatic optimization, before this switch, and
+            # would ignore them; accumulation would also stretch the rate's decay past the end
+            clip, accumulate = self.trainer.gradient_clip_val, self.trainer.accumulate_grad_batches
+            if accumulate != 1 or clip:
+                key = "accumulate_grad_batches" if accumulate != 1 else "gradient_clip_val"
+                raise ConfigError(
+                    f"run '{self.run}' (trainer): key '{key}' does not apply to family "
+                    f"{self.family.name} in one process (it updates its weights in place, with "
+                    "no gradients); remove it, or train with several devices (DDP)"
+                )
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         if self._manual:

@@ -539,9 +539,10 @@ def test_the_torch_backend_keeps_its_batches():
 # ---------------------------------------------------------------------------------- the pipeline
 
 
-def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
+def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback, **trainer) -> dict:
     """The skipgram run of a tiny project through the pipeline's lifecycle (numba path, one
-    kernel thread, 5 chunks an epoch, a resume checkpoint every 4 steps)."""
+    kernel thread, 5 chunks an epoch, a resume checkpoint every 4 steps); `trainer`: more
+    trainer settings."""
     from nlpzoo.data import word2vec as data_w2v
 
     params = {
@@ -559,6 +560,7 @@ def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
                 "devices": 1,
                 "checkpoint_every_steps": 4,
                 "checkpoint_every_minutes": 0,
+                **trainer,
             },
         },
     }
@@ -581,6 +583,22 @@ def _project(root: Path) -> Path:
     vocab.save(out / "vocab.txt")
     np.save(out / "train.npy", vocab.encode_lines(lines).astype(np.int32))
     return root
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"), [("accumulate_grad_batches", 2), ("gradient_clip_val", 1.0)]
+)
+def test_settings_of_gradient_training_stop_the_in_place_update(
+    tmp_path, monkeypatch, setting, value
+):
+    """Lightning would ignore them once the module switches to its own update (and
+    accumulation would run the rate's decay past zero); the params check lets them through,
+    as they apply when several processes train through autograd."""
+    from nlpzoo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^run 'skipgram' \\(trainer\\): key '{setting}' does"):
+        _pipeline_run(monkeypatch, _project(tmp_path), **{setting: value})
+    assert not (tmp_path / "models" / "skipgram").exists()
 
 
 def test_a_killed_pipeline_run_resumes_mid_epoch_and_ends_as_the_uninterrupted_one(
