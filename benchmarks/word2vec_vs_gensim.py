@@ -165,10 +165,10 @@ def train_pipeline(
 ) -> tuple[float, np.ndarray, float, float]:
     """(fit seconds, vectors, last epoch's training loss, seconds inside the compiled kernel) of
     one run through the pipeline's entry point, `nlpzoo.lifecycle.train`. The kernel's seconds
-    are those of its calls (`word2vec_kernel.train_tokens`, one per Lightning step), timed
+    are those of its calls (`word2vec_threads.train_tokens`, one per Lightning step), timed
     around each call; 0 for the torch backend."""
     from nlpzoo import lifecycle
-    from nlpzoo.models import word2vec_kernel
+    from nlpzoo.models import word2vec_threads
 
     name = f"{model}_{objective}_{backend}_{threads}_{seed}"
     params = {
@@ -192,7 +192,7 @@ def train_pipeline(
             },
         },
     }
-    kernel = word2vec_kernel.train_tokens
+    kernel = word2vec_threads.train_tokens
     inside = [0.0]
 
     def timed(*args, **kwargs):
@@ -202,11 +202,11 @@ def train_pipeline(
         finally:
             inside[0] += time.perf_counter() - t0
 
-    word2vec_kernel.train_tokens = timed  # looked up at each step (nlpzoo.models.word2vec)
+    word2vec_threads.train_tokens = timed  # looked up at each step (nlpzoo.models.word2vec)
     try:
         stats = lifecycle.train(params, name, root)
     finally:
-        word2vec_kernel.train_tokens = kernel
+        word2vec_threads.train_tokens = kernel
     blob = torch.load(root / "models" / name / "model.pt", map_location="cpu", weights_only=True)
     vectors = blob["state_dict"]["W_in"].numpy()
     curve = (root / "plots" / f"{name}.csv").read_text().split()

@@ -1,4 +1,5 @@
-"""Tests for word2vec's compiled kernel (nlpzoo.models.word2vec_kernel): one pair's update by hand
+"""Tests for word2vec's compiled kernel (nlpzoo.models.word2vec_kernel, its threads in
+nlpzoo.models.word2vec_threads): one pair's update by hand
 (negative sampling and hierarchical softmax, skip-gram and CBOW), a whole stream against the
 PyTorch closed-form step pair by pair, the kernel's own sampling (sub-sampling, dynamic window,
 noise words, sentence ends, the rate), threads, and training through the model's step."""
@@ -16,6 +17,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from scipy.stats import chisquare
+from word2vec_harness import fixed_pairs, record_tokens
 
 from interrupts import FirstChunk, KillAt, train_with_callbacks
 from nlpzoo.data.vocab import EOS, UNK, Vocab
@@ -25,18 +27,15 @@ from nlpzoo.data.word2vec import (
     keep_probability,
     word2vec_dataloader,
 )
-from nlpzoo.models import word2vec_kernel
+from nlpzoo.models import word2vec_threads
 from nlpzoo.models.outputs import huffman_tree
 from nlpzoo.models.word2vec import Config, Word2Vec, alias_table
-from nlpzoo.models.word2vec_kernel import (
-    MAX_EXP,
+from nlpzoo.models.word2vec_kernel import MAX_EXP, _sigmoid_softplus
+from nlpzoo.models.word2vec_threads import (
     MIN_PIECE_TOKENS,
     PIECE_TOKENS,
-    _sigmoid_softplus,
-    fixed_pairs,
     make_tables,
     piece_plan,
-    record_tokens,
     sentence_cuts,
     splitmix64,
     train_tokens,
@@ -406,7 +405,7 @@ def test_threads_take_pieces_in_order_each_at_the_rate_of_its_own_position(monke
             rest_done.set()
         return 0.5, hi - lo, 0, seed
 
-    monkeypatch.setattr(word2vec_kernel, "train_range", fake_range)
+    monkeypatch.setattr(word2vec_threads, "train_range", fake_range)
     syn0, syn1 = random_weights(V)
     loss, pairs = train_tokens(stream, syn0, syn1, t, 0.05, 0.01, 0.0, seed=7, threads=2)
     assert rest_done.is_set()  # the free thread did every other piece while one was held up

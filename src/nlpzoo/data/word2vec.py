@@ -210,12 +210,12 @@ class Word2VecChunks(Dataset):
         epoch, chunk, start   where it comes from (start: its first raw position)
 
     The stream is cut into ⌈N / chunk_tokens⌉ chunks of nearly equal size, each cut right after
-    a sentence end (`nlpzoo.models.word2vec_kernel.sentence_cuts`). One process only: the kernel
+    a sentence end (`nlpzoo.models.word2vec_threads.sentence_cuts`). One process only: the kernel
     shares the weights between threads, not processes.
     """
 
     def __init__(self, stream: np.ndarray, chunk_tokens: int = CHUNK_TOKENS, seed: int = 0) -> None:
-        from nlpzoo.models.word2vec_kernel import sentence_cuts
+        from nlpzoo.models.word2vec_threads import sentence_cuts
 
         if chunk_tokens < 1:
             raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")

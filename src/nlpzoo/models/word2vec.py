@@ -311,11 +311,11 @@ class Word2Vec(nn.Module):
     # ------------------------------------------------------------------------------ kernel
 
     def kernel_tables(self):
-        """What the numba kernel reads besides the weights (nlpzoo.models.word2vec_kernel):
+        """What the numba kernel reads besides the weights (nlpzoo.models.word2vec_threads):
         word2vec.c's keep probabilities, and the Huffman tree or the noise alias table."""
         if self._tables is None:
             from nlpzoo.data.word2vec import keep_probability
-            from nlpzoo.models.word2vec_kernel import make_tables
+            from nlpzoo.models.word2vec_threads import make_tables
 
             c = self.config
             words = self._counts.astype(np.float64)
@@ -341,7 +341,7 @@ class Word2Vec(nn.Module):
         The rate falls linearly across the chunk from rate(progress) to rate(progress_end) (per
         pair, as word2vec.c's falls with the words done), never below lr·min_lr_ratio. Returns
         the mean loss per (input, target) pair over the chunk and the number of pairs."""
-        from nlpzoo.models.word2vec_kernel import train_tokens
+        from nlpzoo.models.word2vec_threads import train_tokens
 
         if self.W_in.device.type != "cpu":
             raise ConfigError(
