@@ -12,6 +12,7 @@ import torch
 from nlpzoo.config import build
 from nlpzoo.data.glove import CooccurBatches, EpochSampler, cooccur_dataloader
 from nlpzoo.errors import ConfigError
+from nlpzoo.families import FAMILIES
 from nlpzoo.models.glove import Config, Glove, SparseAdagrad, weighting
 
 
@@ -251,7 +252,9 @@ def test_config_validation():
         build(Config, {"adagrad": "adam"}, "run 'glove'")
     with pytest.raises(ConfigError, match="did you mean 'x_max'"):
         build(Config, {"xmax": 10}, "run 'glove'")
-    assert Glove.INPUT == "cooccur" and Glove.STATEFUL is False
+    family = FAMILIES["glove"]  # what the pipeline reads about the model: its family record
+    assert family.model_class() is Glove
+    assert family.input == "cooccur" and family.stateful is False
 
 
 # --------------------------------------------------------------------------- batches

@@ -136,11 +136,6 @@ class Word2VecPairs(Dataset):
         self._stream: tuple | None = None  # (epoch, kept tokens, sentence ids, b, chunk starts)
         self._block: tuple | None = None  # (epoch, block, inputs, targets, item offsets)
 
-    @property
-    def raw_tokens(self) -> int:
-        """Tokens of the raw stream per epoch (all ranks together): the words/s numerator."""
-        return self.stream.numel()
-
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
@@ -226,11 +221,6 @@ class Word2VecChunks(Dataset):
         self.cuts = sentence_cuts(self.stream, n_chunks)
         self.seed = seed
         self.epoch = 0
-
-    @property
-    def raw_tokens(self) -> int:
-        """Tokens of the raw stream per epoch: the words/s numerator."""
-        return int(self.stream.size)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch

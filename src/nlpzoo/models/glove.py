@@ -117,10 +117,8 @@ def _row_gradient(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class Glove(nn.Module):
-    """W, W̃ (V×d) and biases b, b̃ (V) fit to log X_ij on the non-zero entries."""
-
-    INPUT = "cooccur"  # inputs (B, 2) pairs (i, j), targets (B,) X_ij > 0
-    STATEFUL = False
+    """W, W̃ (V×d) and biases b, b̃ (V) fit to log X_ij on the non-zero entries; batches:
+    inputs (B, 2) pairs (i, j), targets (B,) X_ij > 0."""
 
     def __init__(
         self, config: Config, vocab_size: int, counts: Sequence[int] | np.ndarray | None = None
@@ -148,10 +146,6 @@ class Glove(nn.Module):
     @property
     def b(self) -> torch.Tensor:
         return self.word.weight[:, -1]  # (V,)
-
-    @property
-    def b_context(self) -> torch.Tensor:
-        return self.context.weight[:, -1]  # (V,)
 
     def residual(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """e = w_iᵀ w̃_j + b_i + b̃_j − log X_ij for each pair, (B,)."""

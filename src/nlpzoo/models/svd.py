@@ -107,8 +107,6 @@ def truncated_svd(
 class PPMISVD:
     """Word vectors U_d Σ_d^p of the shifted, smoothed PPMI matrix (not Lightning: closed form)."""
 
-    INPUT = "cooccur"
-
     def __init__(self, config: Config, vocab_size: int) -> None:
         if config.dim > vocab_size:
             raise ConfigError(f"key 'dim' {config.dim} exceeds the vocabulary size {vocab_size}")

@@ -120,9 +120,6 @@ class Word2Vec(nn.Module):
     numba kernel (`manual_step`), a chunk of the raw stream (Word2VecChunks).
     """
 
-    INPUT = "pairs"
-    STATEFUL = False
-
     def __init__(
         self, config: Config, vocab_size: int, counts: Sequence[int] | np.ndarray | None = None
     ) -> None:
