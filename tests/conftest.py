@@ -19,3 +19,20 @@ def _keep_torch_threads():
     yield
     if torch.get_num_threads() != before:
         torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One thread for torch and for the BLAS and OpenMP pools, for a module whose tests compare
+    numbers of one-thread runs or time them (another job may be using the other cores). A module
+    takes it with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(before)

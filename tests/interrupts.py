@@ -1,5 +1,5 @@
 """Callbacks that interrupt a training run and record where a fit starts, and a training run that
-takes them, for the resume tests."""
+takes them, for the resume tests; and the kill-and-resume check of the compiled kernels."""
 
 from __future__ import annotations
 
@@ -55,3 +55,40 @@ def train_with_callbacks(monkeypatch, params: dict, run: str, root, callbacks, *
         lifecycle.train(params, run, root)
     model = root / "models" / run / "model.pt"
     return torch.load(model, weights_only=True)["state_dict"]
+
+
+def assert_kill_and_resume(
+    monkeypatch, tmp_path, make_project, params: dict, run: str, *patches, kill_at: int, resumes_at
+):
+    """The kill-and-resume check of a run: `run` of `params` trained whole in one project made by
+    `make_project(root)`, and in another killed right after step `kill_at` (as a Ctrl-C would),
+    which must leave a resume checkpoint, then run again. The second fit must start at
+    `resumes_at` (global step, chunk) and end with the very weights of the whole run (one kernel
+    thread: a deterministic run). `patches` as in `train_with_callbacks`. Returns the root of the
+    interrupted project."""
+    import signal
+
+    import pytest
+    import torch
+
+    reference = train_with_callbacks(
+        monkeypatch, params, run, make_project(tmp_path / "a"), (), *patches
+    )
+    root = make_project(tmp_path / "b")
+    starts: list[tuple[int, int]] = []
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        train_with_callbacks(
+            monkeypatch, params, run, root, (KillAt(kill_at), FirstChunk(starts)), *patches
+        )
+    assert (root / "checkpoints" / run / "resume.ckpt").is_file()
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        resumed = train_with_callbacks(
+            monkeypatch, params, run, root, (FirstChunk(starts),), *patches
+        )
+    finally:
+        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after an interrupt
+    assert starts == [(0, 0), tuple(resumes_at)]  # (global step, chunk) of each fit's first step
+    for name, tensor in reference.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
+    return root

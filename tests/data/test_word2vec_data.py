@@ -15,12 +15,7 @@ from nlpzoo.data.word2vec import EpochSampler, Word2VecPairs, keep_probability
 W = 5  # window
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def zipf_stream(n_words: int = 60, n_tokens: int = 400_000, seed: int = 0) -> np.ndarray:

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
-from threadpoolctl import threadpool_limits
 
 from nlpzoo.data.vocab import SPECIALS
 from nlpzoo.errors import DataError
@@ -19,10 +18,7 @@ QUESTIONS = Path(os.environ["NLPZOO_DATA_MIRROR"]) / "questions-words.txt"
 N_QUESTIONS = 19544
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    with threadpool_limits(1):  # a training job may be using the other cores
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def gensim_sections(words, vectors, path, restrict_vocab, case_insensitive=True):

@@ -12,13 +12,7 @@ from nlpzoo.data.vocab import EOS
 from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
 from nlpzoo.models.nnlm import NNLM, Config
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_perplexity_by_hand_on_20_tokens():

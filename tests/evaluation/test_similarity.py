@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
-from threadpoolctl import threadpool_limits
 
 from nlpzoo.data.vocab import SPECIALS
 from nlpzoo.evaluation.similarity import evaluate_similarity
@@ -19,10 +18,7 @@ DATASETS = Path(os.environ["NLPZOO_DATA_MIRROR"])
 FILES = {"ws353": (DATASETS / "wordsim353.tsv", 353), "simlex": (DATASETS / "simlex999.txt", 999)}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def gensim_pairs(words, vectors, path, restrict_vocab=300000):

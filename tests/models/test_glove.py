@@ -15,13 +15,7 @@ from nlpzoo.errors import ConfigError
 from nlpzoo.families import FAMILIES
 from nlpzoo.models.glove import Config, Glove, SparseAdagrad, weighting
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # --------------------------------------------------------------------------- f(x)

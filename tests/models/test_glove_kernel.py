@@ -6,15 +6,13 @@ learns, and resuming mid-epoch (by hand and through the pipeline's lifecycle).""
 from __future__ import annotations
 
 import math
-import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 
-from interrupts import FirstChunk, KillAt, train_with_callbacks
+from interrupts import assert_kill_and_resume
 from nlpzoo.data.glove import (
     ChunkSampler,
     CooccurBatches,
@@ -26,13 +24,7 @@ from nlpzoo.errors import ConfigError
 from nlpzoo.models.glove import Config, Glove
 from nlpzoo.models.glove_kernel import check_ids, train_entries, train_order
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_tables(V: int = 5, d: int = 4, seed: int = 0) -> list[np.ndarray]:
@@ -331,13 +323,10 @@ def _project(root: Path) -> Path:
     return root
 
 
-def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
-    """The glove run of a tiny project through the pipeline's lifecycle (numba path, one kernel
-    thread, 5 chunks an epoch, a resume checkpoint every 4 steps); returns model.pt's weights."""
-    from nlpzoo.data import glove as data_glove
-
-    n = len(grouped_counts()[2])
-    params = {
+def _params() -> dict:
+    """A tiny project's glove run (numba path, one kernel thread, a resume checkpoint every 4
+    steps; 5 chunks an epoch with `_chunks()`)."""
+    return {
         "seed": 3,
         "models": {"glove": {"family": "glove", "data": "cooccur"}},
         "glove": {
@@ -352,14 +341,12 @@ def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback) -> dict:
             },
         },
     }
-    return train_with_callbacks(
-        monkeypatch,
-        params,
-        "glove",
-        root,
-        callbacks,
-        (data_glove, "CHUNK_ENTRIES", math.ceil(n / 5)),
-    )
+
+
+def _chunks() -> tuple:
+    from nlpzoo.data import glove as data_glove
+
+    return (data_glove, "CHUNK_ENTRIES", math.ceil(len(grouped_counts()[2]) / 5))
 
 
 def test_a_killed_pipeline_run_resumes_mid_epoch_and_ends_as_the_uninterrupted_one(
@@ -368,19 +355,9 @@ def test_a_killed_pipeline_run_resumes_mid_epoch_and_ends_as_the_uninterrupted_o
     """Killed at step 9 (epoch 1, 5 chunks an epoch), the run resumes from its step-8 checkpoint
     at chunk 3 of epoch 1, with the accumulators it had, and, with one kernel thread, ends with
     the very weights of an uninterrupted run."""
-    reference = _pipeline_run(monkeypatch, _project(tmp_path / "a"))
-    root = _project(tmp_path / "b")
-    starts: list[tuple[int, int]] = []
-    with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _pipeline_run(monkeypatch, root, KillAt(9), FirstChunk(starts))
-    assert (root / "checkpoints" / "glove" / "resume.ckpt").is_file()
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        resumed = _pipeline_run(monkeypatch, root, FirstChunk(starts))
-    finally:
-        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after an interrupt
-    assert starts == [(0, 0), (8, 3)]  # (global step, chunk) of each fit's first step
+    root = assert_kill_and_resume(
+        monkeypatch, tmp_path, _project, _params(), "glove", _chunks(), kill_at=9,
+        resumes_at=(8, 3),
+    )  # fmt: skip
     curve = (root / "plots" / "glove.csv").read_text().strip().splitlines()
     assert len(curve) == 1 + 3  # header + one row per epoch, the interrupted one included
-    for name, tensor in reference.items():
-        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)

@@ -22,12 +22,7 @@ V = 23  # vocabulary size of the toy models
 COUNTS = [40, 0, 30, 0, 90, 55, 31, 20, 20, 14, 9, 8, 7, 5, 5, 4, 3, 2, 2, 1, 1, 0, 0]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_model(direct: bool, seed: int = 0, counts=None, **kw) -> NNLM:

@@ -19,13 +19,7 @@ from nlpzoo.models.outputs import (
     make_output,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_counts(seed: int, V: int = 50) -> np.ndarray:

@@ -15,12 +15,7 @@ V = 17  # vocabulary size of the toy models
 CELLS = ["rnn", "lstm"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_model(cell: str, seed: int = 0, **kw) -> RNNLM:

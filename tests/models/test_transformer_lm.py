@@ -26,12 +26,7 @@ V = 11  # vocabulary size of the toy models
 TINY = dict(d_model=16, heads=4, num_layers=2, d_ff=32, block_size=12, dropout=0.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_model(seed: int = 0, **kw) -> TransformerLM:

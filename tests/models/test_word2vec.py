@@ -25,12 +25,7 @@ V = len(COUNTS)
 VARIANTS = [(m, o) for m in ("skipgram", "cbow") for o in ("negative", "hierarchical")]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_model(model="skipgram", objective="negative", seed=0, random_out=True, **kw) -> Word2Vec:

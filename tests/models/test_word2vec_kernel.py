@@ -7,19 +7,18 @@ noise words, sentence ends, the rate), threads, and training through the model's
 from __future__ import annotations
 
 import math
-import signal
 import threading
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 from scipy.stats import chisquare
 from word2vec_harness import fixed_pairs, record_tokens
 
-from interrupts import FirstChunk, KillAt, train_with_callbacks
+from interrupts import assert_kill_and_resume, train_with_callbacks
+from nlpzoo.data import word2vec as data_w2v
 from nlpzoo.data.vocab import EOS, UNK, Vocab
 from nlpzoo.data.word2vec import (
     ChunkSampler,
@@ -47,12 +46,7 @@ COUNTS = np.array([50, 0, 30, 0, 900, 600, 400, 300, 250, 200, 160, 120, 100, 80
 V = len(COUNTS)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def sig(x: float) -> float:
@@ -538,13 +532,10 @@ def test_the_torch_backend_keeps_its_batches():
 # ---------------------------------------------------------------------------------- the pipeline
 
 
-def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback, **trainer) -> dict:
-    """The skipgram run of a tiny project through the pipeline's lifecycle (numba path, one
-    kernel thread, 5 chunks an epoch, a resume checkpoint every 4 steps); `trainer`: more
-    trainer settings."""
-    from nlpzoo.data import word2vec as data_w2v
-
-    params = {
+def _params(**trainer) -> dict:
+    """A tiny project's skipgram run (numba path, one kernel thread, 5 chunks an epoch with
+    `_CHUNKS`, a resume checkpoint every 4 steps); `trainer`: more trainer settings."""
+    return {
         "seed": 3,
         "models": {"skipgram": {"family": "word2vec", "data": "vocab/lm"}},
         "skipgram": {
@@ -563,9 +554,9 @@ def _pipeline_run(monkeypatch, root: Path, *callbacks: pl.Callback, **trainer) -
             },
         },
     }
-    return train_with_callbacks(
-        monkeypatch, params, "skipgram", root, callbacks, (data_w2v, "CHUNK_TOKENS", 1700)
-    )
+
+
+_CHUNKS = (data_w2v, "CHUNK_TOKENS", 1700)
 
 
 def _project(root: Path) -> Path:
@@ -596,7 +587,9 @@ def test_settings_of_gradient_training_stop_the_in_place_update(
     from nlpzoo.errors import ConfigError
 
     with pytest.raises(ConfigError, match=f"^run 'skipgram' \\(trainer\\): key '{setting}' does"):
-        _pipeline_run(monkeypatch, _project(tmp_path), **{setting: value})
+        train_with_callbacks(
+            monkeypatch, _params(**{setting: value}), "skipgram", _project(tmp_path), (), _CHUNKS
+        )
     assert not (tmp_path / "models" / "skipgram").exists()
 
 
@@ -606,17 +599,7 @@ def test_a_killed_pipeline_run_resumes_mid_epoch_and_ends_as_the_uninterrupted_o
     """Killed at step 9 (epoch 1, 5 chunks an epoch), the run resumes from its step-8
     checkpoint at chunk 3 of epoch 1 (the loader's place is in the checkpoint) and, with one
     kernel thread, ends with the very weights of an uninterrupted run."""
-    reference = _pipeline_run(monkeypatch, _project(tmp_path / "a"))
-    root = _project(tmp_path / "b")
-    starts: list[tuple[int, int]] = []
-    with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _pipeline_run(monkeypatch, root, KillAt(9), FirstChunk(starts))
-    assert (root / "checkpoints" / "skipgram" / "resume.ckpt").is_file()
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        resumed = _pipeline_run(monkeypatch, root, FirstChunk(starts))
-    finally:
-        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after an interrupt
-    assert starts == [(0, 0), (8, 3)]  # (global step, chunk) of each fit's first step
-    for name, tensor in reference.items():
-        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
+    assert_kill_and_resume(
+        monkeypatch, tmp_path, _project, _params(), "skipgram", _CHUNKS, kill_at=9,
+        resumes_at=(8, 3),
+    )  # fmt: skip
