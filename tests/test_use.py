@@ -1,5 +1,5 @@
-"""The commands that use a trained run (nlpzoo.use, nlpzoo.generation): generate, score,
-neighbours, analogy, on toy runs trained through the lifecycle in a temporary project, and on
+"""The commands that use a trained run (nlpzoo.use): generate, score, neighbours, analogy, on
+toy runs trained through the lifecycle in a temporary project, and on
 planted vectors whose answers are known."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import io
 import json
 import shutil
 import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +19,10 @@ import yaml
 
 from nlpzoo import lifecycle, use
 from nlpzoo.__main__ import main
-from nlpzoo.data.vocab import EOS, Vocab
+from nlpzoo.data.vocab import Vocab
 from nlpzoo.evaluation.analogy import Analogies, _answers
 from nlpzoo.evaluation.vectors import case_key, restricted_vocab, unit_rows, write_word2vec_text
 from nlpzoo.families import FAMILIES
-from nlpzoo.generation import generate, sample_token, tokenize
-from nlpzoo.tasks import load_model, task_of
 from toy import PARAMS, tiny_params, write_lm_data
 
 LM_RUNS = ("ngram", "nnlm", "lstm_lm", "transformer_lm")  # one per input kind of the registry
@@ -83,12 +80,6 @@ def cli(project: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def _model(project: Path, run: str):
-    folder = project / "models" / run
-    family = FAMILIES[json.loads((folder / "config.json").read_text())["family"]]
-    return family, load_model(folder), Vocab.load(project / "data" / "vocab" / "lm" / "vocab.txt")
-
-
 # --------------------------------------------------------------------------- generate
 
 
@@ -114,62 +105,6 @@ def test_generate_reads_the_prompt_as_the_corpus_and_is_seeded(project, run):
     assert record["run"] == run and record["unknown"] == ["zyzzyva"]
     assert [s["text"] for s in record["samples"]] == [line.split("\t")[1] for line in lines]
     assert record["tokens_per_second"] > 0 and record["first_token_seconds"] >= 0
-
-
-@pytest.mark.parametrize("run", LM_RUNS)
-def test_generation_draws_from_the_distribution_the_evaluation_scores(project, run):
-    """The log p of each generated token is the one the scoring protocol gives the same text:
-    the n-gram's sentence-bounded contexts, the NNLM's window, the LSTM's carried state, the
-    Transformer's block, all from a sentence start."""
-    family, model, vocab = _model(project, run)
-    prompt, _ = tokenize("she likes", vocab)
-    task = task_of(family)
-    for sample in generate(family, model, prompt, 10, seed=5, samples=2):
-        stream = np.asarray([*prompt, *sample.ids])  # 1 + 12 positions: one Transformer block
-        scored = task.log_probs(model, stream, model.config)
-        np.testing.assert_allclose(sample.log_probs, scored[len(prompt) :], atol=1e-4)
-    # temperature 0 takes the most probable word: no draw, the seed does not matter
-    greedy = [generate(family, model, prompt, 8, temperature=0, seed=s)[0].ids for s in (1, 2)]
-    assert greedy[0] == greedy[1]
-
-
-def test_sampling_temperature_top_k_and_the_ids_never_drawn():
-    logp = np.log(np.array([0.05, 0.3, 0.1, 0.3, 0.15, 0.1]))  # ids 1 (<s>) and 3 (<pad>)
-    rng = np.random.default_rng(0)
-    draws = Counter(sample_token(logp, rng) for _ in range(20000))
-    assert set(draws) == {0, 2, 4, 5}  # never <s> or <pad>
-    kept = 0.05 + 0.1 + 0.15 + 0.1
-    for i, p in ((0, 0.05), (2, 0.1), (4, 0.15), (5, 0.1)):
-        assert draws[i] / 20000 == pytest.approx(p / kept, abs=0.015)
-    assert set(Counter(sample_token(logp, rng, top_k=1) for _ in range(100))) == {4}
-    # the 2 most probable allowed ids: 4, then 2 and 5 tie and the lower id stays
-    assert set(Counter(sample_token(logp, rng, top_k=2) for _ in range(2000))) == {2, 4}
-    assert sample_token(logp, rng, temperature=0) == 4
-    sharp = Counter(sample_token(logp, rng, temperature=0.1) for _ in range(2000))
-    assert sharp[4] / 2000 > 0.95
-
-
-def test_transformer_kv_cache_generation_equals_recomputing_the_window(project):
-    family, model, vocab = _model(project, "transformer_lm")
-    prompt, _ = tokenize("a dog sees", vocab)
-    # 40 tokens with a block of 16: the window slides (the cache is rebuilt) twice or more
-    cached = generate(family, model, prompt, 40, seed=11, samples=2, cache=True)
-    plain = generate(family, model, prompt, 40, seed=11, samples=2, cache=False)
-    for a, b in zip(cached, plain, strict=True):
-        assert a.ids == b.ids
-        np.testing.assert_allclose(a.log_probs, b.log_probs, atol=1e-5)
-    # decode in pieces over the cache gives the log-probabilities of one plain forward pass
-    x = torch.tensor([[EOS, *prompt, 4, 5, 6, 7, 8, 9, 10, 11]])
-    with torch.no_grad():
-        whole = torch.log_softmax(model(x)[0].float(), dim=-1)
-        first, cache = model.decode(x[:, :5])
-        rest, cache = model.decode(x[:, 5:], cache)
-    assert cache[0][0].shape[2] == x.shape[1]
-    torch.testing.assert_close(torch.cat([first, rest], 1), whole, atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="block_size"):
-        model.decode(
-            torch.zeros(1, 1, dtype=torch.long), model.decode(torch.zeros(1, 16).long())[1]
-        )
 
 
 def test_evaluation_writes_the_same_samples_for_every_lm_run(project):

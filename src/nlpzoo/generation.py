@@ -7,7 +7,7 @@ it), a word outside the vocabulary read as `<unk>`. Generation starts where ever
 starts, right after a sentence end, and each family continues the text exactly as it scores a
 stream (`nlpzoo.evaluation.perplexity`, the n-gram's own `log_probs`), so the distribution a token
 is drawn from is the one the evaluation would give it. What differs is the input of the family,
-read from its registry record (`nlpzoo.families.Family`):
+read from its registry record (`nlpzoo.families.Family`) through its row in `nlpzoo.lm_inputs`:
 
     counts    n-gram        p_KN(· | the last order−1 words of the current sentence): a sentence
                             starts after `</s>`, its context padded with `<s>`
@@ -86,10 +86,10 @@ class Decoder(ABC):
         """Append `token`; log p(next | everything so far), (V,) float64."""
 
 
-class _Counts(Decoder):
+class CountsDecoder(Decoder):
     """n-gram: the last order−1 words of the sentence in progress (`KneserNey.distribution`)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, cache: bool = True) -> None:
         self.model, self.width = model, model.config.order - 1
         self.sentence: list[int] = []
 
@@ -112,7 +112,7 @@ class _Counts(Decoder):
 
 
 class _Neural(Decoder):
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, cache: bool = True) -> None:
         import torch
 
         self.torch, self.model = torch, model
@@ -126,10 +126,10 @@ class _Neural(Decoder):
         return log_probs[0, -1].double().cpu().numpy()  # (V,) after the last input
 
 
-class _Window(_Neural):
+class WindowDecoder(_Neural):
     """NNLM: the last n−1 tokens, `</s>` before the text (as `window_log_probs` pads)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, cache: bool = True) -> None:
         super().__init__(model)
         self.n1 = model.config.context_size
         self.history: list[int] = []
@@ -148,7 +148,7 @@ class _Window(_Neural):
         return self._next()
 
 
-class _Recurrent(_Neural):
+class RecurrentDecoder(_Neural):
     """RNN, LSTM: the state after `</s>` + the prompt, then one token at a time."""
 
     def _feed(self, ids: list[int]) -> np.ndarray:
@@ -164,7 +164,7 @@ class _Recurrent(_Neural):
         return self._feed([token])
 
 
-class _Blocks(_Neural):
+class BlockDecoder(_Neural):
     """Transformer: the current window of at most block_size tokens (see the module docstring),
     extended through the key/value cache, or recomputed at every step without it."""
 
@@ -200,18 +200,13 @@ class _Blocks(_Neural):
 
 
 def decoder(family: Family, model: Any, cache: bool = True) -> Decoder:
-    """The decoder of `family`'s trained `model` (eval mode), chosen by the family's input."""
+    """The decoder of `family`'s trained `model` (eval mode), by its input kind
+    (`nlpzoo.lm_inputs`); `cache`: the key/value cache, where the kind has one."""
+    from nlpzoo.lm_inputs import lm_input
+
     if family.task != "lm":
         raise DataError(f"family '{family.name}' is not a language model: it cannot generate")
-    if family.input == "counts":
-        return _Counts(model)
-    if family.input == "window":
-        return _Window(model)
-    if family.stateful:
-        return _Recurrent(model)
-    if family.input == "stream":
-        return _Blocks(model, cache)
-    raise DataError(f"family '{family.name}': no decoder for input '{family.input}'")
+    return lm_input(family).decoder(model, cache)
 
 
 # --------------------------------------------------------------------------- sampling

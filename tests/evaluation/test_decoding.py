@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from nlpzoo.data.mt import collate, pad
+from mt_toy import copy_and_shift_pairs, train_on
+from nlpzoo.data.mt import pad
 from nlpzoo.data.vocab import BOS, EOS, PAD
 from nlpzoo.evaluation.decoding import beam_search, greedy, length_penalty, max_lengths
 from nlpzoo.models import transformer
@@ -71,18 +71,8 @@ def tiny_transformer():
     """A Transformer trained for a few steps to copy-and-shift: outputs are not degenerate."""
     torch.manual_seed(0)
     cfg = transformer.Config(d_model=32, heads=2, num_layers=1, d_ff=64, dropout=0.0)
-    model = transformer.Transformer(cfg, 20)
-    rng = np.random.default_rng(0)
-    pairs = [
-        (s, (s + 1) % 15 + 5) for s in (rng.integers(5, 20, rng.integers(2, 7)) for _ in range(32))
-    ]
-    opt = torch.optim.Adam(model.parameters(), 3e-3)
-    for _ in range(30):
-        _, loss = model(*collate(pairs))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
+    pairs = copy_and_shift_pairs(lengths=(2, 7))
+    model = train_on(transformer.Transformer(cfg, 20), pairs, lr=3e-3)
     src = pad([p[0] for p in pairs[:6]], PAD)
     return model, src
 

@@ -34,31 +34,94 @@ def _model(run: str, overrides: dict | None = None, vocab_size: int = V):
         return cls(family.config(**fields), vocab_size)
 
 
-def test_every_registered_family_states_its_cost():
-    for name in FAMILIES:
-        assert callable(getattr(FAMILIES[name].model_class(), "cost", None)), name
+# the adaptive outputs below, cut-offs [50, 200] over V = 500 and COUNTS: the shares of the
+# training tokens that fall in tail 1 (ids 50..199) and tail 2 (ids 200..499)
+_TOTAL = V * (V + 1) / 2
+P_TAIL1 = sum(V - i for i in range(50, 200)) / _TOTAL
+P_TAIL2 = sum(V - i for i in range(200, V)) / _TOTAL
+
+
+def _adaptive(d: int) -> float:
+    """Grave et al.'s count for a d-wide input: head (50 words + 2 tail tokens), then each tail's
+    projection to d / 4^i and its softmax, weighted by the tail's share of tokens."""
+    d1, d2 = d // 4, d // 16
+    return d * 52 + P_TAIL1 * (d * d1 + d1 * 150) + P_TAIL2 * (d * d2 + d2 * 300)
+
+
+# Q by hand, with params.yaml's sizes: nnlm N=4 D=60 H=100; rnn_lm a tied 1-layer tanh RNN of
+# 200; lstm_lm 2 LSTM layers of 200 (g = 4); transformer_lm L=2 C=192 F=768 T=128
+@pytest.mark.parametrize(
+    ("run", "overrides", "expected"),
+    [
+        ("nnlm", {}, 4 * 60 + 4 * 60 * 100 + 100 * V),
+        ("nnlm", {"output": "hierarchical"}, 4 * 60 + 4 * 60 * 100 + 100 * math.log2(V)),
+        ("nnlm", {"direct": True}, 4 * 60 + 4 * 60 * 100 + (100 + 4 * 60) * V),
+        (
+            "nnlm",
+            {"output": "adaptive", "cutoffs": [50, 200]},
+            4 * 60 + 4 * 60 * 100 + _adaptive(100),
+        ),
+        ("rnn_lm", {}, 200 * (200 + 200) + 200 * V),
+        (
+            "rnn_lm",
+            {"output": "hierarchical", "tie_weights": False},
+            200 * 400 + 200 * math.log2(V),
+        ),
+        ("lstm_lm", {"cutoffs": [50, 200]}, 2 * 4 * 200 * 400 + _adaptive(200)),
+        ("lstm_lm", {"output": "softmax", "tie_weights": True}, 2 * 4 * 200 * 400 + 200 * V),
+        (
+            "lstm_lm",
+            {"output": "softmax", "tie_weights": False, "emb_dim": 100},
+            4 * 200 * (100 + 200) + 4 * 200 * 400 + 200 * V,
+        ),
+        ("transformer_lm", {}, 2 * (4 * 192**2 + 2 * 192 * 768 + 2 * 128 * 192) + 192 * V),
+    ],
+)
+def test_lm_multiply_adds_per_token_by_hand(run, overrides, expected):
+    cost = _model(run, overrides).cost(V)
+    assert isinstance(cost, Cost) and cost.unit == "token"
+    assert cost.multiply_adds == pytest.approx(expected, rel=1e-12)
+    assert f"V={V:,}" in cost.terms
+    assert cost.as_stats()["cost_per_token"] == pytest.approx(expected, abs=0.005)
 
 
 @pytest.mark.parametrize(
-    ("run", "overrides"),
+    ("run", "key", "added"),
     [
-        ("nnlm", {}),
-        ("nnlm", {"output": "hierarchical"}),
-        ("nnlm", {"direct": True}),
-        ("nnlm", {"output": "adaptive", "cutoffs": [50, 200]}),
-        ("rnn_lm", {}),
-        ("lstm_lm", {"cutoffs": [50, 200]}),  # adaptive: the model's expected count
-        ("lstm_lm", {"output": "softmax", "tie_weights": True}),
-        ("lstm_lm", {"output": "softmax", "tie_weights": False, "emb_dim": 100}),
-        ("transformer_lm", {}),
+        # one more word of context: its copy N×D, its D×H rows of the hidden layer
+        ("nnlm", "context_size", lambda c: c.emb_dim + c.emb_dim * c.hidden_dim),
+        # twice the hidden layer: N×D×H and H×V double
+        (
+            "nnlm",
+            "hidden_dim",
+            lambda c: c.context_size * c.emb_dim * c.hidden_dim + c.hidden_dim * V,
+        ),
+        # one more LSTM layer: g×H×(H + H)
+        ("lstm_lm", "num_layers", lambda c: 4 * c.hidden_dim * 2 * c.hidden_dim),
+        # twice the block: attention's 2×T×C per layer doubles, nothing else changes
+        ("transformer_lm", "block_size", lambda c: c.num_layers * 2 * c.block_size * c.d_model),
     ],
 )
-def test_lm_formula_matches_the_models_count(run, overrides):
-    model = _model(run, overrides)
-    cost = model.cost(V)
-    assert isinstance(cost, Cost) and cost.multiply_adds is not None
-    assert cost.multiply_adds == pytest.approx(model.cost_per_token(V), abs=1.0)
-    assert f"V={V:,}" in cost.terms
+def test_q_grows_as_the_formula_says_with_one_size(run, key, added):
+    softmax = {"output": "softmax"}  # lstm_lm's cut-offs lie beyond V
+    base = _model(run, softmax)
+    c = base.config
+    step = 1 if key in ("context_size", "num_layers") else getattr(c, key)
+    grown = _model(run, {**softmax, key: getattr(c, key) + step})
+    assert grown.cost(V).multiply_adds - base.cost(V).multiply_adds == pytest.approx(added(c))
+
+
+@pytest.mark.parametrize("run", sorted(PARAMS["models"]))
+def test_every_run_of_params_yaml_states_its_q(run):
+    """A count table and a closed-form factorisation have no per-token Q; every trained model
+    states a positive one, which its stats carry (rounded to two decimals)."""
+    v = 10_000  # above lstm_lm's cut-offs
+    cost = _model(run, vocab_size=v).cost(v)
+    if PARAMS["models"][run]["family"] in ("ngram", "svd"):
+        assert cost is None
+        return
+    assert cost.multiply_adds > 0 and cost.formula and cost.terms
+    assert cost.as_stats()["cost_per_token"] == pytest.approx(cost.multiply_adds, abs=0.005)
 
 
 def test_nnlm_states_mikolovs_formula_with_the_runs_sizes():

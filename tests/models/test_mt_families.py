@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from mt_toy import copy_and_shift_pairs, train_on
 from nlpzoo.data.mt import IGNORE, collate
 from nlpzoo.errors import ConfigError
 from nlpzoo.families import FAMILIES
@@ -118,18 +119,8 @@ def test_dropping_finished_sentences_keeps_every_hypothesis_and_score(family):
     copy-and-shift task make the sentences end at different steps."""
     from nlpzoo.evaluation.decoding import beam_search, greedy
 
-    model = _model(family).train()
-    rng = np.random.default_rng(0)
-    pairs = [
-        (s, (s + 1) % 15 + 5) for s in (rng.integers(5, 20, rng.integers(1, 9)) for _ in range(32))
-    ]
-    opt = torch.optim.Adam(model.parameters(), 1e-2)
-    for _ in range(30):
-        _, loss = model(*collate(pairs))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
+    pairs = copy_and_shift_pairs(lengths=(1, 9))
+    model = train_on(_model(family).train(), pairs, lr=1e-2)
     src = collate(pairs[:8])[0]
     for decode in (
         lambda **kw: greedy(model, src, **kw),

@@ -243,31 +243,31 @@ def test_parameter_count_matches_the_paper(n1, m, h, vocab):
 
 
 @pytest.mark.parametrize("direct", [False, True])
-def test_cost_per_token_softmax(direct):
+def test_cost_softmax(direct):
     """Mikolov et al. (2013): Q = N·D + N·D·H + H·V, plus N·D·V for the direct connections."""
     N, D, H = 3, 5, 7
     model = make_model(direct)
     expected = N * D + N * D * H + H * V + (N * D * V if direct else 0)
-    assert model.cost_per_token(V) == expected
+    assert model.cost(V).multiply_adds == expected
     # beyond the N·D copy of the context vectors, one multiply-add per weight of H, U (and W)
     weights = model.H.weight.numel() + model.U.weight.numel()
     weights += model.W.weight.numel() if direct else 0
-    assert model.cost_per_token(V) == N * D + weights
-    assert model.cost_per_token(2 * V) > model.cost_per_token(V)
+    assert model.cost(V).multiply_adds == N * D + weights
+    assert model.cost(2 * V).multiply_adds > model.cost(V).multiply_adds
 
 
 @pytest.mark.parametrize("direct", [False, True])
-def test_cost_per_token_hierarchical_and_adaptive(direct):
+def test_cost_hierarchical_and_adaptive(direct):
     N, D, H = 3, 5, 7
     d_out = H + (N * D if direct else 0)  # direct: the output layer reads [tanh(d + Hx); x]
     hier = make_model(direct, output="hierarchical", counts=COUNTS)
-    assert hier.cost_per_token(V) == pytest.approx(N * D + N * D * H + d_out * math.log2(V))
-    assert hier.cost_per_token(1024) == pytest.approx(N * D + N * D * H + d_out * 10)
+    assert hier.cost(V).multiply_adds == pytest.approx(N * D + N * D * H + d_out * math.log2(V))
+    assert hier.cost(1024).multiply_adds == pytest.approx(N * D + N * D * H + d_out * 10)
     # the Huffman tree's measured path is shorter than log₂V (skewed counts)
     assert hier.U.num_ops_per_token() < d_out * math.log2(V)
     adaptive = make_model(direct, output="adaptive", cutoffs=[4, 12], counts=COUNTS)
     out = adaptive.U.num_ops_per_token()
-    assert adaptive.cost_per_token(V) == pytest.approx(N * D + N * D * H + out)
+    assert adaptive.cost(V).multiply_adds == pytest.approx(N * D + N * D * H + out)
     assert d_out * (4 + 2) < out < d_out * V
 
 

@@ -234,14 +234,14 @@ def test_rnn_parameter_count():
 
 
 @pytest.mark.parametrize("cell", CELLS)
-def test_cost_per_token(cell):
+def test_cost(cell):
     model = make_model(cell, num_layers=3)
     g = 1 if cell == "rnn" else 4
     expected = g * 8 * (6 + 8) + 2 * g * 8 * (8 + 8) + 8 * V
-    assert model.cost_per_token(V) == expected
+    assert model.cost(V).multiply_adds == expected
     # one multiply-add per weight of the recurrent layers and of U: E is a lookup
     weights = sum(p.numel() for n, p in model.rnn.named_parameters() if n.startswith("weight"))
-    assert model.cost_per_token(V) == weights + model.out.weight.numel()
+    assert model.cost(V).multiply_adds == weights + model.out.weight.numel()
 
 
 def test_embeddings_are_the_input_table():
@@ -379,7 +379,7 @@ def test_other_outputs_give_normalised_exact_log_probs(output):
     torch.testing.assert_close(all_lp.gather(1, targets.reshape(-1, 1)).view(-1), lp.view(-1))
     # the point of these outputs: fewer multiply-adds per token than h·V
     full = RNNLM(Config(cell="lstm", emb_dim=8, hidden_dim=8, num_layers=2), V)
-    assert model.cost_per_token(V) < full.cost_per_token(V)
+    assert model.cost(V).multiply_adds < full.cost(V).multiply_adds
 
 
 def test_tying_needs_the_full_softmax():

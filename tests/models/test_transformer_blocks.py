@@ -1,8 +1,9 @@
 """The shared Transformer blocks (nlpzoo.models.transformer_blocks) and the three families built on
 them. Attention and the label-smoothed loss by hand; the key/value cache against the full forward;
 for `transformer`, `decoder_mt` and `transformer_lm`: the parameter names a saved model carries,
-and the initialisation and outputs against the computation each family did on its own before the
-blocks were shared, written out below (`ref_*`), with fingerprints recorded from that code."""
+the outputs against the computation each family did on its own before the blocks were shared,
+written out below (`ref_*`), equal outputs where two families share a block, the initialisation
+statistics, and the causal and padding masks."""
 
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ def test_label_smoothed_loss_equals_the_formula(eps):
     torch.testing.assert_close(label_smoothed_loss(other, labels, eps), loss)
 
 
-# ------------------------------------------------------------- the families, before and after
+# ------------------------------------------------------------------------------ the families
 
 V = 23
 MT_SIZES = dict(d_model=16, heads=2, num_layers=2, d_ff=24, max_positions=32, dropout=0.1)
@@ -189,80 +190,114 @@ def mt_batch():
     return collate([(np.array(s), np.array(t)) for s, t in PAIRS])  # src, tgt_in, labels
 
 
-def run(model, family: str):
-    if family == "transformer_lm":
-        return model(LM_IDS[:, :-1], LM_IDS[:, 1:])
-    return model(*mt_batch())
+def _share_blocks(source, target) -> None:
+    """Copy `source`'s Transformer blocks (and final norm) into `target`'s, same sizes."""
+    target.blocks.load_state_dict(source.blocks.state_dict())
+    target.norm_f.load_state_dict(source.norm_f.state_dict())
 
 
-def fingerprint(tensors) -> list[float]:
-    """Σ x, Σ x² and Σ i·x / n over the elements laid end to end: equal values in the same places
-    give equal numbers up to rounding (the last one tells a permutation)."""
-    x = torch.cat([t.detach().double().flatten() for t in tensors])
-    i = torch.arange(1, x.numel() + 1, dtype=torch.float64)
-    return [x.sum().item(), (x * x).sum().item(), (i * x).sum().item() / x.numel()]
-
-
-def fingerprints(family: str, norm: str, module=None) -> dict[str, list[float]]:
-    """Initial parameters (seed 0), outputs in eval mode, and outputs and gradients in train mode
-    (dropout drawn after seed 1)."""
-    model = build(family, norm, module)
-    init = fingerprint(model.state_dict().values())
-    eval_out = fingerprint(run(model.eval(), family))
-    model.train()
-    torch.manual_seed(1)
-    logits, loss = run(model, family)
-    loss.backward()
-    grads = fingerprint(p.grad for p in model.parameters())
-    return {"init": init, "eval": eval_out, "train": fingerprint([logits, loss]), "grad": grads}
-
-
-# recorded from the families' own code before they shared transformer_blocks (torch 2.13, CPU)
-BEFORE = {
-    ("transformer", "post"): {
-        "init": [189.7410461172, 719.4808742582, 113.6545620536],
-        "eval": [-16.1124003343, 417.9389723231, -1.9484528159],
-        "train": [-9.1448084265, 452.5599832675, -1.339489269],
-        "grad": [-0.0633538878, 7.2482234894, -0.0681448695],
-    },
-    ("transformer", "pre"): {
-        "init": [221.7410461172, 751.4808742582, 144.844130922],
-        "eval": [-18.142666921, 479.6785600162, -8.2948094172],
-        "train": [-16.2300633483, 470.0402158049, -8.9229323378],
-        "grad": [0.966535722, 5.4488365231, 0.9515245968],
-    },
-    ("decoder_mt", "post"): {
-        "init": [63.1567002509, 288.348468679, 51.9076787266],
-        "eval": [-81.4192054308, 338.3209987923, -47.3254414385],
-        "train": [-92.0256181513, 373.2132750716, -47.4689386381],
-        "grad": [-3.2262202336, 6.6619106308, -0.9797368184],
-    },
-    ("decoder_mt", "pre"): {
-        "init": [79.1567002509, 304.348468679, 67.4386375755],
-        "eval": [6.5977953315, 366.1798361084, -7.9658604115],
-        "train": [-23.4658877268, 383.7467248286, -19.0090624534],
-        "grad": [0.2528568958, 4.6814466821, 0.4338900238],
-    },
-    ("transformer_lm", "post"): {
-        "init": [51.7379725491, 314.1087610189, 41.3513043732],
-        "eval": [119.0613019844, 602.8098918601, 53.012296495],
-        "train": [146.2478104669, 592.3890411059, 65.0509483379],
-        "grad": [-1.7559574524, 4.7080677903, -0.3196471523],
-    },
-    ("transformer_lm", "pre"): {
-        "init": [67.7379725491, 330.1087610189, 55.5995745306],
-        "eval": [129.0782900971, 606.6297235956, 54.3806548452],
-        "train": [140.3762236746, 591.1164843531, 62.8250370661],
-        "grad": [-0.0797062105, 2.6335604797, 0.0569831756],
-    },
-}
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_decoder_mt_and_transformer_lm_share_one_causal_stack(norm):
+    """The two decoder-only families run the same blocks: with the same parameters (the tied
+    embedding, its output bias, the blocks) they give the same logits, in eval mode and in train
+    mode under the same dropout draws, and the same gradients reach the blocks."""
+    sizes = dict(d_model=16, heads=2, num_layers=2, d_ff=24, dropout=0.1, norm=norm)
+    torch.manual_seed(0)
+    mt = decoder_mt.DecoderMT(decoder_mt.Config(**sizes, max_positions=32), V)
+    lm = transformer_lm.TransformerLM(transformer_lm.Config(**sizes, block_size=12), V)
+    _share_blocks(mt, lm)
+    with torch.no_grad():
+        lm.tok_emb.weight.copy_(mt.emb.weight)  # the LM's output matrix is tied to it
+        lm.lm_head.bias.copy_(mt.out_bias)
+    inputs = LM_IDS[:, :12].clamp(min=1)  # no PAD id: decoder_mt's E has a zero PAD row
+    with torch.no_grad():
+        torch.testing.assert_close(lm.eval()(inputs)[0], mt.eval().lm_logits(inputs))
+    train_logits, grads = [], []
+    for model, logits_of in ((mt, mt.lm_logits), (lm, lambda x: lm(x)[0])):
+        model.train()
+        torch.manual_seed(1)  # the same dropout draws, in the same order
+        logits = logits_of(inputs)
+        logits.logsumexp(-1).sum().backward()
+        train_logits.append(logits.detach())
+        grads.append({k: p.grad for k, p in model.blocks.named_parameters()})
+    torch.testing.assert_close(train_logits[1], train_logits[0])
+    with torch.no_grad():  # dropout was on: train mode differs from eval mode
+        assert not torch.allclose(train_logits[1], lm.eval()(inputs)[0])
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, msg=name)
 
 
 @pytest.mark.parametrize(("family", "norm"), CASES)
-def test_initialisation_and_outputs_are_those_of_before(family, norm):
-    got = fingerprints(family, norm)
-    for key, expected in BEFORE[family, norm].items():
-        assert got[key] == pytest.approx(expected, rel=1e-5, abs=1e-5), key
+def test_initialisation_statistics(family, norm):
+    """Glorot-uniform projections, zero biases, unit LayerNorms, E ~ N(0, 1/C) (√C·E has unit
+    scale), a zero output bias and a zero PAD row where the family pads."""
+    _, cls, sizes = FAMILIES[family]
+    module = FAMILIES[family][0]
+    torch.manual_seed(0)
+    vocab = 2000  # enough entries of E for its standard deviation to within a few per cent
+    model = getattr(module, cls)(module.Config(**sizes, norm=norm), vocab)
+    C = sizes["d_model"]
+    emb = model.tok_emb.weight if family == "transformer_lm" else model.emb.weight
+    rows = emb[1:] if family != "transformer_lm" else emb
+    assert rows.std().item() == pytest.approx(C**-0.5, rel=0.05)
+    assert abs(rows.mean().item()) < 0.01
+    if family != "transformer_lm":
+        assert torch.all(emb[PAD] == 0)
+    out_bias = model.lm_head.bias if family == "transformer_lm" else model.out_bias
+    assert torch.all(out_bias == 0)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    linears = [m for m in linears if m.weight is not emb]  # the tied output layer
+    assert len(linears) >= 6 * sizes["num_layers"]
+    for m in linears:
+        fan_out, fan_in = m.weight.shape
+        bound = math.sqrt(6 / (fan_in + fan_out))
+        assert m.weight.abs().max().item() <= bound
+        assert m.weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.15)
+        assert m.bias is None or torch.all(m.bias == 0)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert norms and all(torch.all(m.weight == 1) and torch.all(m.bias == 0) for m in norms)
+
+
+def _target_logits(model, family: str, src, tgt_in) -> torch.Tensor:
+    with torch.no_grad():
+        if family == "transformer_lm":
+            return model(tgt_in)[0]
+        return model(src, tgt_in)[0]
+
+
+@pytest.mark.parametrize(("family", "norm"), CASES)
+def test_a_later_token_never_changes_an_earlier_output(family, norm):
+    model = build(family, norm).eval()
+    src = torch.tensor([[5, 6, 7, 8]])
+    tgt = (
+        LM_IDS[:1, :8].clamp(min=3)
+        if family == "transformer_lm"
+        else torch.tensor([[1, 9, 10, 11, 12]])
+    )
+    before = _target_logits(model, family, src, tgt)
+    t = tgt.shape[1] - 2
+    changed = tgt.clone()
+    changed[0, t] = 4 if int(tgt[0, t]) != 4 else 5
+    after = _target_logits(model, family, src, changed)
+    torch.testing.assert_close(after[:, :t], before[:, :t], atol=1e-6, rtol=1e-6)
+    assert not torch.allclose(after[:, t:], before[:, t:], atol=1e-4)
+
+
+@pytest.mark.parametrize(("family", "norm"), [c for c in CASES if c[0] != "transformer_lm"])
+def test_padding_does_not_reach_the_other_positions(family, norm):
+    """Each pair's logits are those it gets alone: the batch's padding changes nothing; and a
+    changed source word does change them (the source is read)."""
+    model = build(family, norm).eval()
+    src, tgt_in, _ = mt_batch()
+    batched = _target_logits(model, family, src, tgt_in)
+    for i, (s, t) in enumerate(PAIRS):
+        one_src, one_tgt, _ = collate([(np.array(s), np.array(t))])
+        alone = _target_logits(model, family, one_src, one_tgt)
+        n = one_tgt.shape[1]
+        torch.testing.assert_close(batched[i : i + 1, :n], alone, atol=1e-5, rtol=1e-5)
+    other = src.clone()
+    other[0, 0] = 4
+    assert not torch.allclose(_target_logits(model, family, other, tgt_in)[0], batched[0])
 
 
 MHA = ("W_q", "W_k", "W_v", "W_o")

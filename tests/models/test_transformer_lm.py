@@ -223,13 +223,13 @@ def test_token_log_probs_are_exact_and_normalised():
     assert model(inputs)[1] is None
 
 
-def test_cost_per_token_counts_matmuls():
+def test_cost_counts_matmuls():
     model = make_model()
     c = model.config
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
     # every Linear weight is one multiply-add per token; attention adds 2·T·C per layer
-    assert model.cost_per_token(V) == linear + c.num_layers * 2 * c.block_size * c.d_model
-    assert model.cost_per_token(V) == 2 * (4 * 16 * 16 + 2 * 16 * 32 + 2 * 12 * 16) + 16 * V
+    assert model.cost(V).multiply_adds == linear + c.num_layers * 2 * c.block_size * c.d_model
+    assert model.cost(V).multiply_adds == 2 * (4 * 16 * 16 + 2 * 16 * 32 + 2 * 12 * 16) + 16 * V
 
 
 # ------------------------------------------------------------------------------- config

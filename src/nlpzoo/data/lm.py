@@ -197,6 +197,41 @@ class ResumableLoader(DataLoader):
         self.sampler.resume_at(int(state["epoch"]), int(state["batches"]))
 
 
+def window_loaders(train_stream, valid_stream, context, batch_size, rank, world, seed, extra):
+    """Fixed windows (`ContextWindows`), fetched a batch at a time, shuffled by (seed, epoch)."""
+    train = ContextWindows(train_stream, context)
+    valid = _Shard(ContextWindows(valid_stream, context), rank, world)
+    batched = {"collate_fn": collate_batched}
+    sampler = ResumableSampler(len(train), True, seed, rank, world, batch_size=batch_size)
+    return (
+        ResumableLoader(train, sampler, batch_size=batch_size, **batched, **extra()),
+        DataLoader(valid, batch_size=batch_size, **batched, **extra()),
+    )
+
+
+def bptt_loaders(train_stream, valid_stream, context, batch_size, rank, world, seed, extra):
+    """BPTT windows of `context` steps over `batch_size` rows, in order (`BPTTBlocks`)."""
+    # BPTT rows are already split between ranks: every rank walks all windows of its rows
+    train = BPTTBlocks(train_stream, batch_size, context, rank, world)
+    valid = BPTTBlocks(valid_stream, batch_size, context, rank, world)
+    sampler = ResumableSampler(len(train), shuffle=False)
+    return (
+        ResumableLoader(train, sampler, batch_size=None, **extra()),
+        DataLoader(valid, batch_size=None, **extra()),
+    )
+
+
+def block_loaders(train_stream, valid_stream, context, batch_size, rank, world, seed, extra):
+    """Blocks of `context` + 1 tokens (`StreamBlocks`), shuffled by (seed, epoch)."""
+    train = StreamBlocks(train_stream, context)
+    valid = _Shard(StreamBlocks(valid_stream, context), rank, world)
+    sampler = ResumableSampler(len(train), True, seed, rank, world, batch_size=batch_size)
+    return (
+        ResumableLoader(train, sampler, batch_size=batch_size, **extra()),
+        DataLoader(valid, batch_size=batch_size, **extra()),
+    )
+
+
 def lm_dataloaders(
     family,
     cfg,
@@ -208,13 +243,13 @@ def lm_dataloaders(
     seed: int = 0,
 ):
     """Training and validation loaders for an LM family (its `nlpzoo.families.Family` record), by
-    the shape its `input` asks for (`window` or `stream`; BPTT rows when it is `stateful`).
+    its input kind (`nlpzoo.lm_inputs`: windows, BPTT rows, or blocks).
 
     Each rank gets its own shard (training and validation), so metrics summed over ranks count
     every token once. The training loader is a `ResumableLoader`; every loader has its own
     generator, so creating its iterator does not draw from the global RNG.
     """
-    kind = family.input
+    from nlpzoo.lm_inputs import lm_input
 
     def extra() -> dict:
         return {
@@ -223,28 +258,7 @@ def lm_dataloaders(
             "generator": torch.Generator().manual_seed(seed),
         }
 
-    if family.stateful and kind != "window":
-        # BPTT rows are already split between ranks: every rank walks all windows of its rows
-        train = BPTTBlocks(train_stream, cfg.batch_size, cfg.bptt, rank, world)
-        valid = BPTTBlocks(valid_stream, cfg.batch_size, cfg.bptt, rank, world)
-        sampler = ResumableSampler(len(train), shuffle=False)
-        return (
-            ResumableLoader(train, sampler, batch_size=None, **extra()),
-            DataLoader(valid, batch_size=None, **extra()),
-        )
-    if kind == "window":
-        train = ContextWindows(train_stream, cfg.context_size)
-        valid = _Shard(ContextWindows(valid_stream, cfg.context_size), rank, world)
-        batched = {"collate_fn": collate_batched}
-    else:
-        train = StreamBlocks(train_stream, cfg.block_size)
-        valid = _Shard(StreamBlocks(valid_stream, cfg.block_size), rank, world)
-        batched = {}
-    sampler = ResumableSampler(len(train), True, seed, rank, world, batch_size=cfg.batch_size)
-    return (
-        ResumableLoader(train, sampler, batch_size=cfg.batch_size, **batched, **extra()),
-        DataLoader(valid, batch_size=cfg.batch_size, **batched, **extra()),
-    )
+    return lm_input(family).dataloaders(cfg, train_stream, valid_stream, rank, world, seed, extra)
 
 
 class LMDataModule(pl.LightningDataModule):

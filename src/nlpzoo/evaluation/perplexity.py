@@ -92,10 +92,8 @@ def sliding_log_probs(
 
 
 def lm_log_probs(family, model, stream: np.ndarray, cfg) -> np.ndarray:
-    """Per-token log-probabilities of a split for any neural LM family, by the input shape its
-    record (`nlpzoo.families.Family`) names."""
-    if family.input == "window":
-        return window_log_probs(model, stream, cfg.context_size)
-    if family.stateful:
-        return recurrent_log_probs(model, stream)
-    return sliding_log_probs(model, stream, cfg.block_size)
+    """Per-token log-probabilities of a split for any LM family, by its input kind
+    (`nlpzoo.lm_inputs`: the routine above that serves it, or a count model's own)."""
+    from nlpzoo.lm_inputs import lm_input
+
+    return lm_input(family).log_probs(model, stream, cfg)

@@ -51,7 +51,9 @@ class Family:
     fit: str  # count | lightning | closed_form
     stateful: bool = False  # recurrent: the state is carried across BPTT blocks
     vectors: bool = False  # embeddings() -> (V, d) word vectors: vectors.txt and their protocol
-    manual_step: bool = False  # manual_step(batch, progress): its own update, in one process
+    # manual_step(batch, progress, progress_end): its own update, in one process (the fraction
+    # of the run done before and after the step)
+    manual_step: bool = False
     own_optimizer: bool = False  # configure_optimizers(total_steps) instead of the config's
     attention_maps: bool = False  # cross_attention(src, tgt_in) -> (B, T, S): eval's heatmaps
 

@@ -18,8 +18,9 @@ optionally `lr_decay` or `warmup_steps`). Optional, as the record says:
     vectors         embeddings() -> (V, d) word vectors: written to vectors.txt and scored by the
                     word-vector protocol
     own_optimizer   configure_optimizers(total_steps): the model's own rule and schedule
-    manual_step     manual_step(batch, progress) -> (Σ loss, predictions): its own in-place
-                    update, used in a single process (progress: the fraction of the run done)
+    manual_step     manual_step(batch, progress, progress_end) -> (Σ loss, predictions): its own
+                    in-place update, used in a single process (progress, progress_end: the
+                    fraction of the run done before and after the step)
     attention_maps  cross_attention(src, tgt_in) -> (B, T, S) (translation)
 
 Fitted without gradient steps (`fit: count` or `closed_form`): `fit(*arrays) -> self`,

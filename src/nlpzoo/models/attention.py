@@ -68,7 +68,6 @@ class AdditiveAttention(nn.Module):
 class Bahdanau(nn.Module):
     """Bidirectional RNN encoder, additive attention, RNN decoder with a deep output layer."""
 
-    TASK = "mt"
     START = BOS
 
     def __init__(self, config: Config, vocab_size: int, counts=None) -> None:

@@ -64,7 +64,6 @@ def build_sequence(
 class DecoderMT(nn.Module):
     """Causal Transformer over `<s> source <sep> target`, loss on the target only."""
 
-    TASK = "mt"
     START = SEP  # generation starts by feeding <sep> after the cached `<s> source`
 
     def __init__(self, config: Config, vocab_size: int, counts=None) -> None:

@@ -33,7 +33,6 @@ hierarchical and adaptive layers cut the h·V term to about h·log₂V and h·(c
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,9 +56,6 @@ def _at_least_f32(t: torch.Tensor) -> torch.Tensor:
 class NNLM(nn.Module):
     """y = b + W x + U tanh(d + H x), x the concatenated context features (softmax output); the
     other outputs give log p(w | z), z = tanh(d + H x), or [tanh(d + H x); x] with `direct`."""
-
-    INPUT = "window"  # context (B, n-1), targets (B,)
-    STATEFUL = False
 
     def __init__(
         self, config: Config, vocab_size: int, counts: Sequence[int] | np.ndarray | None = None
@@ -146,34 +142,8 @@ class NNLM(nn.Module):
         """The feature vectors C, (V, m): the word representations the paper learns."""
         return self.C.weight.detach()
 
-    def cost_per_token(self, vocab_size: int) -> float:
-        """Multiply-adds per predicted token, Mikolov et al. (2013)'s Q for the NNLM:
-
-            Q = N·D + N·D·H + O       N = context_size, D = emb_dim, H = hidden_dim
-
-        N·D is the projection (copying the context vectors), N·D·H the hidden layer, and O the
-        output layer, whose input is H wide, or H + N·D with direct connections:
-          softmax       O = H·V (+ N·D·V direct)
-          hierarchical  O = (H [+ N·D])·log₂V   (a balanced tree; the Huffman tree's measured
-                        mean path is in `self.U.num_ops_per_token()`)
-          adaptive      O = the layer's expected cost over the training counts (head, plus each
-                        tail weighted by its share of tokens: `self.U.num_ops_per_token()`);
-                        the model's own V and cut-offs, `vocab_size` is not used
-        Biases and the nonlinearities are not counted.
-        """
-        c = self.config
-        nd = c.context_size * c.emb_dim
-        d_out = c.hidden_dim + (nd if c.direct else 0)  # the output layer's input width
-        if c.output == "softmax":
-            out = d_out * vocab_size  # H·V + N·D·V
-        elif c.output == "hierarchical":
-            out = d_out * math.log2(vocab_size)
-        else:
-            out = self.U.num_ops_per_token()
-        return float(nd + nd * c.hidden_dim + out)
-
     def cost(self, vocab_size: int) -> Cost:
-        """Mikolov et al. (2013a)'s Q for the NNLM with this run's sizes (`cost_per_token`)."""
+        """Mikolov et al. (2013a)'s Q for the NNLM with this run's sizes."""
         c = self.config
         n, d, h = c.context_size, c.emb_dim, c.hidden_dim
         width = h + (n * d if c.direct else 0)

@@ -19,7 +19,7 @@ With `tie_weights` the output matrix U is the input embedding E (Press & Wolf 20
 & Socher 2017), which needs emb_dim == hidden_dim and removes V·d parameters.
 
 Training is truncated back-propagation through time: the stream is cut into (B, T) blocks, the
-final state of one block starts the next (`STATEFUL`), and gradients stop at block boundaries
+final state of one block starts the next (`Family.stateful`), and gradients stop at block boundaries
 (`detach_state`). Gradient clipping, which the RNN needs, is the trainer's `gradient_clip_val`.
 
 Symbols: B batch, T time steps per block (`bptt`), V vocabulary, d = `emb_dim`, h = `hidden_dim`,
@@ -54,9 +54,6 @@ Config = RNNLMConfig  # the `rnn_lm` params section (nlpzoo.families)
 
 class RNNLM(nn.Module):
     """Embedding → L recurrent layers (tanh RNN or LSTM) → softmax over V, state carried on."""
-
-    INPUT = "stream"  # contiguous (B, T) blocks of the token stream
-    STATEFUL = True  # the last state of one block starts the next (truncated BPTT)
 
     def __init__(self, config: Config, vocab_size: int, counts: list[int] | None = None) -> None:
         super().__init__()
@@ -173,25 +170,8 @@ class RNNLM(nn.Module):
         """The input word vectors E, (V, d)."""
         return self.embed.weight.detach()
 
-    def cost_per_token(self, vocab_size: int) -> int:
-        """Multiply-adds per predicted token: Σ_l g·h·(in_l + h) + h·V.
-
-        Layer l multiplies its input (d for the first layer, h above) and h_{t-1} by g·h rows
-        (g = 1 for rnn, 4 for lstm: the input, forget, cell and output rows); the output layer
-        multiplies h_t by U (V×h). The embedding is a lookup, biases and gates' pointwise ops
-        are not counted. The output term dominates: 2.6 M of the 3.3 M at the defaults, V 13192.
-        """
-        c = self.config
-        g = 1 if c.cell == "rnn" else 4
-        recurrent = sum(
-            g * c.hidden_dim * ((c.emb_dim if layer == 0 else c.hidden_dim) + c.hidden_dim)
-            for layer in range(c.num_layers)
-        )
-        output = c.hidden_dim * vocab_size if self.softmax else self.out.num_ops_per_token()
-        return int(recurrent + output)
-
     def cost(self, vocab_size: int) -> Cost:
-        """Q = Σ_l g×H×(in_l + H) + the output term, with this run's sizes (`cost_per_token`; a
+        """Q = Σ_l g×H×(in_l + H) + the output term, with this run's sizes (a
         hierarchical output is counted as a balanced tree, H×log₂V, as Mikolov et al. do)."""
         c = self.config
         d, h, layers = c.emb_dim, c.hidden_dim, c.num_layers

@@ -45,7 +45,6 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 class Seq2Seq(nn.Module):
     """Deep LSTM encoder, final states → deep LSTM decoder, softmax output."""
 
-    TASK = "mt"
     START = BOS  # the decoder's first input
 
     def __init__(self, config: Config, vocab_size: int, counts=None) -> None:

@@ -46,7 +46,6 @@ Config = TransformerConfig  # the `transformer` params section (nlpzoo.families)
 class Transformer(nn.Module):
     """Encoder–decoder Transformer with one tied embedding matrix."""
 
-    TASK = "mt"
     START = BOS
 
     def __init__(self, config: Config, vocab_size: int, counts=None) -> None:

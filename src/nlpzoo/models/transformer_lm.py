@@ -47,9 +47,6 @@ Config = TransformerLMConfig  # the `transformer_lm` params section (nlpzoo.fami
 class TransformerLM(nn.Module):
     """Token + position embeddings, L causal Transformer blocks, tied softmax output."""
 
-    INPUT = "stream"  # contiguous (B, T) blocks of the token stream
-    STATEFUL = False  # every block starts from an empty context
-
     def __init__(self, config: Config, vocab_size: int, counts: torch.Tensor | None = None) -> None:
         super().__init__()
         # counts (training frequency per id) are part of the family contract; unused here
@@ -148,22 +145,8 @@ class TransformerLM(nn.Module):
         """The token embedding E, (V, d_model): input vectors and (tied) output vectors at once."""
         return self.tok_emb.weight.detach()
 
-    def cost_per_token(self, vocab_size: int) -> int:
-        """Multiply-adds of one forward pass per token, counting the masked half of attention:
-
-            L · (4 C² + 2 C d_ff + 2 T C) + C V
-
-        4C²: the Q, K, V and W^O projections; 2 C d_ff: the FFN; 2 T C: Q Kᵀ over T = block_size
-        keys and the weighted sum of T values (computed densely, then masked); C V: the output
-        layer. Layer norms, softmax and the embedding look-up are O(C) or O(T) and left out.
-        """
-        c = self.config
-        C, T = c.d_model, c.block_size
-        per_layer = 4 * C * C + 2 * C * c.d_ff + 2 * T * C
-        return c.num_layers * per_layer + C * vocab_size
-
     def cost(self, vocab_size: int) -> Cost:
-        """Q = L×(4C² + 2C×F + 2T×C) + C×V with this run's sizes (`cost_per_token`)."""
+        """Q = L×(4C² + 2C×F + 2T×C) + C×V with this run's sizes."""
         c = self.config
         C, ff, L, T = c.d_model, c.d_ff, c.num_layers, c.block_size
         return Cost(

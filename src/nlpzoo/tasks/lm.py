@@ -19,6 +19,7 @@ from nlpzoo.data.vocab import load_stream
 from nlpzoo.errors import DataError
 from nlpzoo.evaluation.perplexity import perplexity
 from nlpzoo.io import atomic_write_json
+from nlpzoo.lm_inputs import LMInput, lm_input
 from nlpzoo.params import EvaluationConfig
 from nlpzoo.tasks import Fitted, Run, Scores, Task
 from nlpzoo.tasks import words as W
@@ -31,19 +32,11 @@ class LMTask(Task):
         vocab = W.load_vocab(run)
         data = W.word_data(vocab, W.load_streams(run, ("train", "valid")))
         if self.family.neural:
-            context, rows = self._context(run.config)
+            kind = lm_input(self.family)
+            context, rows = kind.context_of(run.config)
             for split in ("train", "valid"):
-                _check_context(data.arrays[split], context, split, run.name, rows)
+                _check_context(data.arrays[split], context, split, run.name, rows, kind)
         return data
-
-    def _context(self, cfg: Any) -> tuple[int, int]:
-        """(tokens one training example spans, parallel rows of the stream): the window, the
-        BPTT length over batch_size rows (recurrent models), or the block."""
-        if self.family.input == "window":
-            return cfg.context_size, 1
-        if self.family.stateful:
-            return cfg.bptt, cfg.batch_size
-        return cfg.block_size, 1
 
     def fingerprint(self, data: W.WordData) -> tuple[dict, list]:
         return W.fingerprint(data)
@@ -74,13 +67,8 @@ class LMTask(Task):
             W.save_vectors(data, model, folder)
 
     def log_probs(self, model: Any, stream: np.ndarray, cfg: Any) -> np.ndarray:
-        """log p of every token of `stream`: the count model's own, or a neural model's by the
-        input shape of its family."""
-        if not self.family.neural:
-            return model.log_probs(stream)
-        from nlpzoo.evaluation.perplexity import lm_log_probs
-
-        return lm_log_probs(self.family, model, stream, cfg)
+        """log p of every token of `stream`, by the input kind of the family (`lm_inputs`)."""
+        return lm_input(self.family).log_probs(model, stream, cfg)
 
     def evaluate(self, run: Run, model: Any) -> Scores:
         metrics: dict[str, Any] = {}
@@ -129,12 +117,14 @@ class LMTask(Task):
         )
 
 
-def _check_context(stream: np.ndarray, context: int, split: str, run: str, rows: int = 1) -> None:
+def _check_context(
+    stream: np.ndarray, context: int, split: str, run: str, rows: int, kind: LMInput
+) -> None:
     """A split must hold one example: `context` + 1 tokens, in each of the `rows` parallel rows
     a recurrent model cuts the stream into (its batch_size)."""
     if stream.size < rows * (context + 1):
         need = f"{rows} rows x ({context} + 1)" if rows > 1 else f"{context} + 1"
-        smaller = "batch_size or bptt" if rows > 1 else "context"
+        smaller = f"{kind.rows} or {kind.context}" if rows > 1 else "context"
         raise DataError(
             f"run '{run}': the {split} split has {stream.size} tokens, fewer than the model's "
             f"context of {need} tokens; use a larger split or a smaller {smaller}"
