@@ -8,10 +8,12 @@ the metrics to the run's MLflow run.
 
 from nlpzoo import lifecycle
 from nlpzoo.cli import load_params, root, run_stage
+from nlpzoo.params import check_run_name
 
 
 def main(argv: list[str]) -> None:
     (run,) = argv
+    check_run_name(run)  # before anything names a folder after it
     lifecycle.evaluate(load_params(), name=run, root=root())
 
 

@@ -9,6 +9,7 @@ their family's config (`nlpzoo.families`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ SECTIONS = (
     "evaluation",
     "report",
 )
+
+# what a run's name may be: it names folders (models/RUN, checkpoints/RUN, ...) and dvc.yaml
+# stages (train-RUN), and is passed on the stages' command lines
+RUN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 # Bytes of memory per buffered co-occurrence pair, worst case (all pairs distinct): 16 for the
 # buffer itself (int64 key + float64 weight), ~42 to aggregate it (argsort order, sorted keys and
@@ -332,6 +337,16 @@ class RunSpec:
         return FAMILIES[self.family].task
 
 
+def check_run_name(name: Any) -> str:
+    """`name` when it is a valid run name (RUN_NAME), else a ConfigError saying why."""
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
+        raise ConfigError(
+            f"run name {name!r} is not allowed: a run's name starts with a letter and holds "
+            "only letters, digits, '_' and '-' (it names the run's folders and dvc.yaml stages)"
+        )
+    return name
+
+
 def parse_models(params: dict, include_disabled: bool = False) -> dict[str, RunSpec]:
     """The runs of `models:`, in file order: the enabled ones, or all with `include_disabled`."""
     models = params.get("models")
@@ -339,6 +354,7 @@ def parse_models(params: dict, include_disabled: bool = False) -> dict[str, RunS
         raise ConfigError("params: `models` must map each run name to {family: ..., data: ...}")
     specs = {}
     for name, entry in models.items():
+        check_run_name(name)
         if (
             not isinstance(entry, dict)
             or not {"family", "data"} <= set(entry)
@@ -369,6 +385,7 @@ def parse_models(params: dict, include_disabled: bool = False) -> dict[str, RunS
 
 def run_configs(params: dict, name: str) -> tuple[RunSpec, Any, TrainerConfig]:
     """Validate one run's sections: its `models:` entry, its own section, the trainer settings."""
+    check_run_name(name)
     specs = parse_models(params, include_disabled=True)
     if name not in specs:
         hint = closest(name, specs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -242,7 +243,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         run_params[name] = [*own, f"models.{name}"]
     for name, spec in specs.items():
         out[f"train-{name}"] = {
-            "cmd": f"python stages/train.py {name}",
+            "cmd": f"python stages/train.py {shlex.quote(name)}",
             "deps": [*run_code(root, "train", spec.family), f"data/{spec.data}"],
             "params": [*run_params[name], *_present(params, "trainer", "seed")],
             "outs": [f"models/{name}", _timing(f"train-{name}")],
@@ -251,7 +252,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
     for name, spec in specs.items():
         extra = [EVAL_SETS] if spec.task in ("lm", "vectors") else []
         out[f"evaluate-{name}"] = {
-            "cmd": f"python stages/evaluate.py {name}",
+            "cmd": f"python stages/evaluate.py {shlex.quote(name)}",
             "deps": [
                 *run_code(root, "evaluate", spec.family),
                 f"models/{name}",
