@@ -12,7 +12,7 @@ from nlpzoo import cli
 from nlpzoo.__main__ import main as nlpzoo_main
 from nlpzoo.cli import root
 from nlpzoo.errors import ConfigError
-from nlpzoo.params import SECTIONS
+from nlpzoo.params import SECTIONS, load_params
 from nlpzoo.pipeline import stage_name
 from nlpzoo.tracking import tracking_uri
 
@@ -134,3 +134,24 @@ def test_a_stage_refuses_a_bad_run_name_and_deletes_nothing(
         err = capsys.readouterr().err
         assert err.startswith(f"error: run name {name!r} is not allowed") and err.count("\n") == 1
         assert _files(project) == before
+
+
+def test_a_params_file_not_utf8_is_one_line_from_the_loader_a_stage_and_validate(
+    tmp_path, monkeypatch, capsys
+):
+    path = tmp_path / "params.yaml"
+    path.write_bytes(
+        "models:\n  ngram: {family: ngram, data: vocab/lm}\n# Grüße\n".encode("latin-1")
+    )
+    with pytest.raises(ConfigError) as err:
+        load_params(path)
+    assert str(err.value) == f"{path} is not UTF-8 text (invalid start byte)"
+    monkeypatch.chdir(tmp_path)
+    assert nlpzoo_main(["validate", "params.yaml"]) == 1
+    from_validate = capsys.readouterr().err
+    assert from_validate == "error: params.yaml is not UTF-8 text (invalid start byte)\n"
+    monkeypatch.setattr(sys, "argv", ["stages/mixture.py"])
+    with pytest.raises(SystemExit) as code:
+        runpy.run_path(str(ROOT / "stages" / "mixture.py"), run_name="__main__")
+    assert code.value.code == 1
+    assert capsys.readouterr().err == from_validate

@@ -12,17 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nlpzoo.errors import NlpzooError
-
-
-def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
-    """Read and validate params.yaml, and check that dvc.yaml matches it and the code."""
-    from nlpzoo import pipeline
-    from nlpzoo.params import load_params as load
-
-    params = load(path)
-    pipeline.check(params, Path(path).resolve().parent)
-    return params
+from nlpzoo.errors import NlpzooError, error_line
+from nlpzoo.params import load_params as load_params  # the stages' params loader
 
 
 def root() -> Path:
@@ -56,7 +47,7 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
         main(sys.argv[1:])
         write_timing(root() / timing_file(stage), stage)
     except NlpzooError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {error_line(e, root())}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -472,18 +472,38 @@ def validate_params(params: dict) -> None:
         )
 
 
-def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
-    """Read and validate a params file."""
+def read_params(path: Path) -> Any:
+    """The YAML of a params file, not validated (`load_params` validates it; the commands read
+    only the sections they need, so a trained run stays usable while params are edited)."""
+    path = Path(path)
     if not path.is_file():
         raise NlpzooError(f"{path} not found: run the stages from the project root")
-    with open(path, encoding="utf-8") as f:
-        try:
-            params = yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path} is not valid YAML: {e}") from None
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text ({e.reason})") from None
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}") from None
+
+
+def load_params(path: Path = Path("params.yaml"), pipeline: bool = True) -> dict[str, Any]:
+    """Read and validate a params file: the one loader of the stages, `repro` and the commands.
+
+    With `pipeline` (the default), also check, first, that the dvc.yaml beside it is a pipeline,
+    and, once the params are valid, that it is current with them and the code
+    (`nlpzoo.pipeline.check`); `python -m nlpzoo pipeline`, which writes it, skips that."""
+    path = Path(path)
+    root = path.resolve().parent
+    if pipeline:
+        from nlpzoo.pipeline import check_dvc_yaml
+
+        check_dvc_yaml(root)
+    params = read_params(path)
     validate_params(params)
+    if pipeline:
+        from nlpzoo.pipeline import check
+
+        check(params, root)
     return params
-
-
-def to_dict(cfg: Any) -> dict[str, Any]:
-    return asdict(cfg)
