@@ -10,7 +10,7 @@ their family's config (`nlpzoo.families`).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -158,37 +158,47 @@ class CooccurConfig:
 # --------------------------------------------------------------------------- run sections
 
 
+# TrainerConfig's fields: `lightning`, passed to Lightning's Trainer as they are (else nlpzoo's
+# own setting); `result`, a run's result depends on it (else checkpointing, logging, workers)
+_LIGHTNING = {"lightning": True, "result": True}
+_LIGHTNING_DISPLAY = {"lightning": True, "result": False}
+_OWN_RESULT = {"lightning": False, "result": True}
+_OWN = {"lightning": False, "result": False}
+
+
 @dataclass
 class TrainerConfig:
     """The `trainer:` params section; a run may override any key in its own `trainer:` entry."""
 
-    accelerator: str = "auto"  # cpu | gpu | auto ...
-    devices: int | str | list[int] = "auto"  # number of devices, "auto", or device ids
-    strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
-    num_nodes: int = 1
-    precision: str | int = "32-true"  # "bf16-mixed", "16-mixed" on GPUs
-    max_epochs: int = 5
-    max_steps: int = -1
-    max_time: str | None = None  # "DD:HH:MM:SS"
-    gradient_clip_val: float | None = None
-    gradient_clip_algorithm: str = "norm"
-    accumulate_grad_batches: int = 1
-    limit_train_batches: int | float = 1.0
-    limit_val_batches: int | float = 1.0
-    log_every_n_steps: int = 50
-    early_stopping_patience: int = 2  # epochs without val/ppl improvement; 0 disables
-    deterministic: bool = False
-    enable_progress_bar: bool = False
-    num_workers: int = 0  # DataLoader worker processes
-    threads: int = 0  # torch intra-op threads; 0 keeps the default
+    accelerator: str = field(default="auto", metadata=_LIGHTNING)  # cpu | gpu | auto ...
+    # number of devices, "auto", or device ids
+    devices: int | str | list[int] = field(default="auto", metadata=_LIGHTNING)
+    strategy: str = field(default="auto", metadata=_LIGHTNING)  # auto | ddp | ddp_spawn | ...
+    num_nodes: int = field(default=1, metadata=_LIGHTNING)
+    precision: str | int = field(default="32-true", metadata=_LIGHTNING)  # "bf16-mixed" on GPUs
+    max_epochs: int = field(default=5, metadata=_LIGHTNING)
+    max_steps: int = field(default=-1, metadata=_LIGHTNING)
+    max_time: str | None = field(default=None, metadata=_LIGHTNING)  # "DD:HH:MM:SS"
+    gradient_clip_val: float | None = field(default=None, metadata=_LIGHTNING)
+    gradient_clip_algorithm: str = field(default="norm", metadata=_LIGHTNING)
+    accumulate_grad_batches: int = field(default=1, metadata=_LIGHTNING)
+    limit_train_batches: int | float = field(default=1.0, metadata=_LIGHTNING)
+    limit_val_batches: int | float = field(default=1.0, metadata=_LIGHTNING)
+    log_every_n_steps: int = field(default=50, metadata=_LIGHTNING_DISPLAY)
+    # epochs without val/ppl improvement; 0 disables
+    early_stopping_patience: int = field(default=2, metadata=_OWN_RESULT)
+    deterministic: bool = field(default=False, metadata=_LIGHTNING)
+    enable_progress_bar: bool = field(default=False, metadata=_LIGHTNING_DISPLAY)
+    num_workers: int = field(default=0, metadata=_OWN)  # DataLoader worker processes
+    threads: int = field(default=0, metadata=_OWN)  # torch intra-op threads; 0 keeps the default
     # resume checkpoints (checkpoints/RUN/resume.ckpt): at every epoch end, and also every N
     # optimizer steps and/or every M minutes of training; 0 turns either one off
-    checkpoint_every_steps: int = 0
-    checkpoint_every_minutes: float = 10.0
+    checkpoint_every_steps: int = field(default=0, metadata=_OWN)
+    checkpoint_every_minutes: float = field(default=10.0, metadata=_OWN)
     # progress lines in the log while training (rank 0): every N % of an epoch and/or every M
     # seconds, and one per validation; 0 turns either interval off
-    progress_every_percent: float = 10.0
-    progress_every_seconds: float = 60.0
+    progress_every_percent: float = field(default=10.0, metadata=_OWN)
+    progress_every_seconds: float = field(default=60.0, metadata=_OWN)
 
     def __post_init__(self) -> None:
         require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
@@ -230,19 +240,12 @@ class TrainerConfig:
 
     def result_settings(self) -> dict:
         """The settings a run's result depends on (not checkpointing, logging, workers)."""
-        out = asdict(self)
-        for key in (
-            "checkpoint_every_steps",
-            "checkpoint_every_minutes",
-            "enable_progress_bar",
-            "log_every_n_steps",
-            "num_workers",
-            "progress_every_percent",
-            "progress_every_seconds",
-            "threads",
-        ):
-            out.pop(key)
-        return out
+        return {k: v for k, v in asdict(self).items() if k in RESULT_KEYS}
+
+
+# the trainer settings that are Lightning's Trainer arguments, and those a run's result depends on
+LIGHTNING_KEYS = tuple(f.name for f in fields(TrainerConfig) if f.metadata["lightning"])
+RESULT_KEYS = tuple(f.name for f in fields(TrainerConfig) if f.metadata["result"])
 
 
 @dataclass
