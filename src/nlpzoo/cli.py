@@ -62,10 +62,12 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        # outputs are written under a temporary name and renamed at the end: nothing is lost
+        # outputs are written under a temporary name and renamed at the end, so nothing half
+        # written is left; but `dvc repro` removed the stage's outputs before running it
         print(
-            f"error: disk full while writing {e.filename or 'an output'} ({e.strerror}); the "
-            "previous outputs are unchanged; free some space and rerun",
+            f"error: disk full while writing {e.filename or 'an output'} ({e.strerror}); no "
+            "partial output is left, and the stage's outputs were removed by DVC before it ran; "
+            "free some space and rerun",
             file=sys.stderr,
         )
         sys.exit(1)
