@@ -6,11 +6,13 @@ writes models/RUN/ and plots/RUN.csv, and opens the run's MLflow run.
 """
 
 from nlpzoo import lifecycle
-from nlpzoo.cli import load_params, root, run_stage
+from nlpzoo.cli import root, run_stage
+from nlpzoo.params import check_run_name, load_params
 
 
 def main(argv: list[str]) -> None:
     (run,) = argv
+    check_run_name(run)  # before anything names a folder after it
     lifecycle.train(load_params(), name=run, root=root())
 
 

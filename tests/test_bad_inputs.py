@@ -116,7 +116,8 @@ def test_stage_reports_a_full_disk_in_one_line(monkeypatch, capsys):
     assert code.value.code == 1
     err = capsys.readouterr().err
     assert "error: disk full while writing models/.lstm_lm.x1.tmp/model.pt" in err
-    assert "previous outputs are unchanged" in err
+    assert "the stage's outputs were removed by DVC before it ran; free some space and rerun" in err
+    assert "unchanged" not in err and err.count("\n") == 1
 
 
 def test_vocab_stage_names_a_vocabulary_size_the_text_cannot_give(tmp_path, monkeypatch):

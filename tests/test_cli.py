@@ -1,15 +1,22 @@
 import json
+import runpy
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
+import yaml
 
 from nlpzoo import cli
+from nlpzoo.__main__ import main as nlpzoo_main
 from nlpzoo.cli import root
 from nlpzoo.errors import ConfigError
+from nlpzoo.params import SECTIONS, load_params
 from nlpzoo.pipeline import stage_name
 from nlpzoo.tracking import tracking_uri
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_queued_experiment_writes_in_its_copy_and_logs_to_the_parent(tmp_path, monkeypatch):
@@ -75,3 +82,76 @@ def test_a_failed_stage_records_nothing(tmp_path, monkeypatch, capsys):
     with pytest.raises(RuntimeError):
         cli.run_stage(crash)
     assert not (tmp_path / "timings").exists()
+
+
+BAD_NAMES = ["..", "a b", "x;y", "$(id)", "", "1st", "a/b"]
+
+
+def _bad_name_project(tmp_path: Path, name: str) -> Path:
+    """A project whose params.yaml has a run called `name` beside a good `ngram`, and files in
+    the folders a run's name would lead to (a bad name must delete none of them)."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["models"] = {
+        "ngram": {"family": "ngram", "data": "vocab/lm"},
+        name: params["models"]["ngram"],
+    }
+    params = {k: v for k, v in params.items() if k in SECTIONS or k == "ngram"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    for folder in ("", "models", "checkpoints", "eval", ".git"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / "keep.txt").write_text("keep")
+    return tmp_path
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_validate_refuses_a_bad_run_name(tmp_path, name, capsys):
+    project = _bad_name_project(tmp_path, name)
+    assert nlpzoo_main(["validate", str(project / "params.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: run name {name!r} is not allowed: a run's name starts with a letter and holds "
+        "only letters, digits, '_' and '-' (it names the run's folders and dvc.yaml stages)\n"
+    )
+
+
+@pytest.mark.parametrize("name", BAD_NAMES[:4])
+@pytest.mark.parametrize("script", ["train", "evaluate"])
+def test_a_stage_refuses_a_bad_run_name_and_deletes_nothing(
+    tmp_path, monkeypatch, capsys, name, script
+):
+    project = _bad_name_project(tmp_path, name)
+    before = _files(project)
+    monkeypatch.chdir(project)
+    for argv in ([name], ["ngram"]):  # on the command line; in params.yaml only
+        monkeypatch.setattr(sys, "argv", [f"stages/{script}.py", *argv])
+        with pytest.raises(SystemExit) as code:
+            runpy.run_path(str(ROOT / "stages" / f"{script}.py"), run_name="__main__")
+        assert code.value.code == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: run name {name!r} is not allowed") and err.count("\n") == 1
+        assert _files(project) == before
+
+
+def test_a_params_file_not_utf8_is_one_line_from_the_loader_a_stage_and_validate(
+    tmp_path, monkeypatch, capsys
+):
+    path = tmp_path / "params.yaml"
+    path.write_bytes(
+        "models:\n  ngram: {family: ngram, data: vocab/lm}\n# Grüße\n".encode("latin-1")
+    )
+    with pytest.raises(ConfigError) as err:
+        load_params(path)
+    assert str(err.value) == f"{path} is not UTF-8 text (invalid start byte)"
+    monkeypatch.chdir(tmp_path)
+    assert nlpzoo_main(["validate", "params.yaml"]) == 1
+    from_validate = capsys.readouterr().err
+    assert from_validate == "error: params.yaml is not UTF-8 text (invalid start byte)\n"
+    monkeypatch.setattr(sys, "argv", ["stages/mixture.py"])
+    with pytest.raises(SystemExit) as code:
+        runpy.run_path(str(ROOT / "stages" / "mixture.py"), run_name="__main__")
+    assert code.value.code == 1
+    assert capsys.readouterr().err == from_validate

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
 
-from nlpzoo.config import build, closest, require, to_dict
+from nlpzoo.config import build, closest, require
 from nlpzoo.errors import ConfigError
 from nlpzoo.models import ngram, nnlm
 from nlpzoo.params import CooccurConfig, TrainerConfig, run_configs, validate_params
@@ -63,7 +64,6 @@ def test_build_sets_values():
         "s",
     )
     assert cfg == Small(3, 0.25, "n", 7, None, "slow", [4, 5, 6], True, {"a": 1})
-    assert to_dict(cfg)["sizes"] == [4, 5, 6]
 
 
 def test_build_rejects_non_mapping_section():
@@ -467,3 +467,27 @@ def test_no_validation_with_early_stopping_is_refused_for_runs_that_validate():
     p["nnlm"]["trainer"] = {"limit_val_batches": 0}
     with pytest.raises(ConfigError, match=r"^run 'nnlm' \(trainer\): key 'limit_val_batches'"):
         validate_params(p)
+
+
+def test_lightning_keys_are_the_trainer_settings_lightning_takes():
+    import inspect
+
+    import pytorch_lightning as pl
+
+    from nlpzoo.params import LIGHTNING_KEYS, TrainerConfig
+
+    takes = set(inspect.signature(pl.Trainer.__init__).parameters)
+    names = [f.name for f in dataclasses.fields(TrainerConfig)]
+    assert set(LIGHTNING_KEYS) == {n for n in names if n in takes}
+    assert "early_stopping_patience" not in LIGHTNING_KEYS and "threads" not in LIGHTNING_KEYS
+
+
+def test_result_settings_leave_out_checkpointing_logging_and_workers():
+    from nlpzoo.params import TrainerConfig
+
+    assert set(TrainerConfig().result_settings()) == {
+        "accelerator", "devices", "strategy", "num_nodes", "precision", "max_epochs",
+        "max_steps", "max_time", "gradient_clip_val", "gradient_clip_algorithm",
+        "accumulate_grad_batches", "limit_train_batches", "limit_val_batches",
+        "early_stopping_patience", "deterministic",
+    }  # fmt: skip

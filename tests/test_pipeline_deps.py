@@ -149,9 +149,15 @@ def test_every_stage_records_its_time_and_the_report_reads_the_others():
     stages = pipeline.stages(PARAMS, ROOT)
     timing = {"cache": False}
     for name, stage in stages.items():
-        outs = stage.get("do", stage).get("outs", [])
+        body = stage.get("do", stage)
         own = f"timings/{name}@${{item}}.json" if "foreach" in stage else f"timings/{name}.json"
-        assert {own: timing} in outs, name
+        # a metric: a plain uncached out would keep DVC from saving the stage to its run cache
+        assert {own: timing} in body["metrics"], name
+        assert all(
+            not isinstance(o, dict) or o.get("cache", True)
+            for o in body.get("outs", [])
+            if name != "report"
+        ), name
     deps = [d for d in stages["report"]["deps"] if d.startswith("timings/")]
     data = [f"{s}@{r}" for s, roles in pipeline.DATA_ROLES.items() for r in roles]
     runs = [f"{k}-{n}" for n in RUNS for k in ("train", "evaluate")]
@@ -159,7 +165,7 @@ def test_every_stage_records_its_time_and_the_report_reads_the_others():
     assert "timings/report.json" not in stages["report"]["deps"]
     # the committed dvc.yaml too, and DVC expands the foreach names as the stages write them
     committed = _dvc_stages()
-    assert {"timings/corpus@${item}.json": timing} in committed["corpus"]["do"]["outs"]
+    assert {"timings/corpus@${item}.json": timing} in committed["corpus"]["do"]["metrics"]
     assert [d for d in committed["report"]["deps"] if d.startswith("timings/")] == deps
 
 

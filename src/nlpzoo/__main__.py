@@ -51,12 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         return _pipeline(args)
 
     if args.command == "validate":
-        from nlpzoo.repro import PROJECT_ERRORS, error_line, load_project_params
+        from nlpzoo.errors import PROJECT_ERRORS, error_line
+        from nlpzoo.params import load_params
 
         try:
             if args.params.is_dir():
                 raise NlpzooError(f"{args.params} is a folder, not a params file")
-            params = load_project_params(args.params)
+            params = load_params(args.params)
         except PROJECT_ERRORS as e:
             folder = args.params.resolve().parent
             print(f"error: {error_line(e, folder, args.params)}", file=sys.stderr)
@@ -67,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _pipeline(args: argparse.Namespace) -> int:
     from nlpzoo import pipeline
+    from nlpzoo.errors import PROJECT_ERRORS, error_line
     from nlpzoo.params import load_params
     from nlpzoo.pipeline import check_dvc_yaml
-    from nlpzoo.repro import PROJECT_ERRORS, error_line
 
     root = args.root.resolve()
     try:
@@ -80,7 +81,7 @@ def _pipeline(args: argparse.Namespace) -> int:
                 "the code dvc.yaml is made from): run this in the project's folder or name it "
                 "with --root"
             )
-        params = load_params(root / "params.yaml")
+        params = load_params(root / "params.yaml", pipeline=False)
         if args.check and not (root / "dvc.yaml").is_file():
             raise NlpzooError(
                 f"{root / 'dvc.yaml'} not found: write it with `python -m nlpzoo pipeline`"

@@ -12,17 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nlpzoo.errors import NlpzooError
-
-
-def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
-    """Read and validate params.yaml, and check that dvc.yaml matches it and the code."""
-    from nlpzoo import pipeline
-    from nlpzoo.params import load_params as load
-
-    params = load(path)
-    pipeline.check(params, Path(path).resolve().parent)
-    return params
+from nlpzoo.errors import NlpzooError, error_line
+from nlpzoo.params import load_params as load_params  # the stages' params loader
 
 
 def root() -> Path:
@@ -56,7 +47,7 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
         main(sys.argv[1:])
         write_timing(root() / timing_file(stage), stage)
     except NlpzooError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {error_line(e, root())}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -71,10 +62,12 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        # outputs are written under a temporary name and renamed at the end: nothing is lost
+        # outputs are written under a temporary name and renamed at the end, so nothing half
+        # written is left; but `dvc repro` removed the stage's outputs before running it
         print(
-            f"error: disk full while writing {e.filename or 'an output'} ({e.strerror}); the "
-            "previous outputs are unchanged; free some space and rerun",
+            f"error: disk full while writing {e.filename or 'an output'} ({e.strerror}); no "
+            "partial output is left, and the stage's outputs were removed by DVC before it ran; "
+            "free some space and rerun",
             file=sys.stderr,
         )
         sys.exit(1)

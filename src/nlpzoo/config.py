@@ -118,7 +118,3 @@ def require(condition: bool, key: str, message: str) -> None:
     """Raise a ConfigError naming `key` unless `condition` holds (for `__post_init__` checks)."""
     if not condition:
         raise ConfigError(f"key '{key}' {message}")
-
-
-def to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)

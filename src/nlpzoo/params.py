@@ -9,7 +9,8 @@ their family's config (`nlpzoo.families`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ SECTIONS = (
     "evaluation",
     "report",
 )
+
+# what a run's name may be: it names folders (models/RUN, checkpoints/RUN, ...) and dvc.yaml
+# stages (train-RUN), and is passed on the stages' command lines
+RUN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 # Bytes of memory per buffered co-occurrence pair, worst case (all pairs distinct): 16 for the
 # buffer itself (int64 key + float64 weight), ~42 to aggregate it (argsort order, sorted keys and
@@ -153,37 +158,47 @@ class CooccurConfig:
 # --------------------------------------------------------------------------- run sections
 
 
+# TrainerConfig's fields: `lightning`, passed to Lightning's Trainer as they are (else nlpzoo's
+# own setting); `result`, a run's result depends on it (else checkpointing, logging, workers)
+_LIGHTNING = {"lightning": True, "result": True}
+_LIGHTNING_DISPLAY = {"lightning": True, "result": False}
+_OWN_RESULT = {"lightning": False, "result": True}
+_OWN = {"lightning": False, "result": False}
+
+
 @dataclass
 class TrainerConfig:
     """The `trainer:` params section; a run may override any key in its own `trainer:` entry."""
 
-    accelerator: str = "auto"  # cpu | gpu | auto ...
-    devices: int | str | list[int] = "auto"  # number of devices, "auto", or device ids
-    strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
-    num_nodes: int = 1
-    precision: str | int = "32-true"  # "bf16-mixed", "16-mixed" on GPUs
-    max_epochs: int = 5
-    max_steps: int = -1
-    max_time: str | None = None  # "DD:HH:MM:SS"
-    gradient_clip_val: float | None = None
-    gradient_clip_algorithm: str = "norm"
-    accumulate_grad_batches: int = 1
-    limit_train_batches: int | float = 1.0
-    limit_val_batches: int | float = 1.0
-    log_every_n_steps: int = 50
-    early_stopping_patience: int = 2  # epochs without val/ppl improvement; 0 disables
-    deterministic: bool = False
-    enable_progress_bar: bool = False
-    num_workers: int = 0  # DataLoader worker processes
-    threads: int = 0  # torch intra-op threads; 0 keeps the default
+    accelerator: str = field(default="auto", metadata=_LIGHTNING)  # cpu | gpu | auto ...
+    # number of devices, "auto", or device ids
+    devices: int | str | list[int] = field(default="auto", metadata=_LIGHTNING)
+    strategy: str = field(default="auto", metadata=_LIGHTNING)  # auto | ddp | ddp_spawn | ...
+    num_nodes: int = field(default=1, metadata=_LIGHTNING)
+    precision: str | int = field(default="32-true", metadata=_LIGHTNING)  # "bf16-mixed" on GPUs
+    max_epochs: int = field(default=5, metadata=_LIGHTNING)
+    max_steps: int = field(default=-1, metadata=_LIGHTNING)
+    max_time: str | None = field(default=None, metadata=_LIGHTNING)  # "DD:HH:MM:SS"
+    gradient_clip_val: float | None = field(default=None, metadata=_LIGHTNING)
+    gradient_clip_algorithm: str = field(default="norm", metadata=_LIGHTNING)
+    accumulate_grad_batches: int = field(default=1, metadata=_LIGHTNING)
+    limit_train_batches: int | float = field(default=1.0, metadata=_LIGHTNING)
+    limit_val_batches: int | float = field(default=1.0, metadata=_LIGHTNING)
+    log_every_n_steps: int = field(default=50, metadata=_LIGHTNING_DISPLAY)
+    # epochs without val/ppl improvement; 0 disables
+    early_stopping_patience: int = field(default=2, metadata=_OWN_RESULT)
+    deterministic: bool = field(default=False, metadata=_LIGHTNING)
+    enable_progress_bar: bool = field(default=False, metadata=_LIGHTNING_DISPLAY)
+    num_workers: int = field(default=0, metadata=_OWN)  # DataLoader worker processes
+    threads: int = field(default=0, metadata=_OWN)  # torch intra-op threads; 0 keeps the default
     # resume checkpoints (checkpoints/RUN/resume.ckpt): at every epoch end, and also every N
     # optimizer steps and/or every M minutes of training; 0 turns either one off
-    checkpoint_every_steps: int = 0
-    checkpoint_every_minutes: float = 10.0
+    checkpoint_every_steps: int = field(default=0, metadata=_OWN)
+    checkpoint_every_minutes: float = field(default=10.0, metadata=_OWN)
     # progress lines in the log while training (rank 0): every N % of an epoch and/or every M
     # seconds, and one per validation; 0 turns either interval off
-    progress_every_percent: float = 10.0
-    progress_every_seconds: float = 60.0
+    progress_every_percent: float = field(default=10.0, metadata=_OWN)
+    progress_every_seconds: float = field(default=60.0, metadata=_OWN)
 
     def __post_init__(self) -> None:
         require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
@@ -225,19 +240,12 @@ class TrainerConfig:
 
     def result_settings(self) -> dict:
         """The settings a run's result depends on (not checkpointing, logging, workers)."""
-        out = asdict(self)
-        for key in (
-            "checkpoint_every_steps",
-            "checkpoint_every_minutes",
-            "enable_progress_bar",
-            "log_every_n_steps",
-            "num_workers",
-            "progress_every_percent",
-            "progress_every_seconds",
-            "threads",
-        ):
-            out.pop(key)
-        return out
+        return {k: v for k, v in asdict(self).items() if k in RESULT_KEYS}
+
+
+# the trainer settings that are Lightning's Trainer arguments, and those a run's result depends on
+LIGHTNING_KEYS = tuple(f.name for f in fields(TrainerConfig) if f.metadata["lightning"])
+RESULT_KEYS = tuple(f.name for f in fields(TrainerConfig) if f.metadata["result"])
 
 
 @dataclass
@@ -332,6 +340,16 @@ class RunSpec:
         return FAMILIES[self.family].task
 
 
+def check_run_name(name: Any) -> str:
+    """`name` when it is a valid run name (RUN_NAME), else a ConfigError saying why."""
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
+        raise ConfigError(
+            f"run name {name!r} is not allowed: a run's name starts with a letter and holds "
+            "only letters, digits, '_' and '-' (it names the run's folders and dvc.yaml stages)"
+        )
+    return name
+
+
 def parse_models(params: dict, include_disabled: bool = False) -> dict[str, RunSpec]:
     """The runs of `models:`, in file order: the enabled ones, or all with `include_disabled`."""
     models = params.get("models")
@@ -339,6 +357,7 @@ def parse_models(params: dict, include_disabled: bool = False) -> dict[str, RunS
         raise ConfigError("params: `models` must map each run name to {family: ..., data: ...}")
     specs = {}
     for name, entry in models.items():
+        check_run_name(name)
         if (
             not isinstance(entry, dict)
             or not {"family", "data"} <= set(entry)
@@ -369,6 +388,7 @@ def parse_models(params: dict, include_disabled: bool = False) -> dict[str, RunS
 
 def run_configs(params: dict, name: str) -> tuple[RunSpec, Any, TrainerConfig]:
     """Validate one run's sections: its `models:` entry, its own section, the trainer settings."""
+    check_run_name(name)
     specs = parse_models(params, include_disabled=True)
     if name not in specs:
         hint = closest(name, specs)
@@ -455,18 +475,38 @@ def validate_params(params: dict) -> None:
         )
 
 
-def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
-    """Read and validate a params file."""
+def read_params(path: Path) -> Any:
+    """The YAML of a params file, not validated (`load_params` validates it; the commands read
+    only the sections they need, so a trained run stays usable while params are edited)."""
+    path = Path(path)
     if not path.is_file():
         raise NlpzooError(f"{path} not found: run the stages from the project root")
-    with open(path, encoding="utf-8") as f:
-        try:
-            params = yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path} is not valid YAML: {e}") from None
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text ({e.reason})") from None
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}") from None
+
+
+def load_params(path: Path = Path("params.yaml"), pipeline: bool = True) -> dict[str, Any]:
+    """Read and validate a params file: the one loader of the stages, `repro` and the commands.
+
+    With `pipeline` (the default), also check, first, that the dvc.yaml beside it is a pipeline,
+    and, once the params are valid, that it is current with them and the code
+    (`nlpzoo.pipeline.check`); `python -m nlpzoo pipeline`, which writes it, skips that."""
+    path = Path(path)
+    root = path.resolve().parent
+    if pipeline:
+        from nlpzoo.pipeline import check_dvc_yaml
+
+        check_dvc_yaml(root)
+    params = read_params(path)
     validate_params(params)
+    if pipeline:
+        from nlpzoo.pipeline import check
+
+        check(params, root)
     return params
-
-
-def to_dict(cfg: Any) -> dict[str, Any]:
-    return asdict(cfg)

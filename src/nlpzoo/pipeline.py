@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -209,7 +210,8 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": "python stages/corpus.py ${item}",
             "deps": script_code(root, "corpus"),
             "params": _present(params, "lm", "mt"),
-            "outs": ["data/raw/${item}", _timing("corpus@${item}")],
+            "outs": ["data/raw/${item}"],
+            "metrics": [_timing("corpus@${item}")],
         },
     }
     out["prepare"] = {
@@ -218,7 +220,8 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": "python stages/prepare.py ${item}",
             "deps": [*script_code(root, "prepare"), "data/raw/${item}"],
             "params": ["${item}"],
-            "outs": ["data/prepared/${item}", _timing("prepare@${item}")],
+            "outs": ["data/prepared/${item}"],
+            "metrics": [_timing("prepare@${item}")],
         },
     }
     out["vocab"] = {
@@ -227,14 +230,16 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": "python stages/vocab.py ${item}",
             "deps": [*script_code(root, "vocab"), "data/prepared/${item}"],
             "params": ["vocab.${item}", *_present(params, "seed")],
-            "outs": ["data/vocab/${item}", _timing("vocab@${item}")],
+            "outs": ["data/vocab/${item}"],
+            "metrics": [_timing("vocab@${item}")],
         },
     }
     out["cooccur"] = {
         "cmd": "python stages/cooccur.py",
         "deps": [*script_code(root, "cooccur"), "data/prepared/lm", "data/vocab/lm"],
         "params": _present(params, "cooccur"),
-        "outs": ["data/cooccur", _timing("cooccur")],
+        "outs": ["data/cooccur"],
+        "metrics": [_timing("cooccur")],
     }
     run_params = {}
     for name in specs:
@@ -242,16 +247,17 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         run_params[name] = [*own, f"models.{name}"]
     for name, spec in specs.items():
         out[f"train-{name}"] = {
-            "cmd": f"python stages/train.py {name}",
+            "cmd": f"python stages/train.py {shlex.quote(name)}",
             "deps": [*run_code(root, "train", spec.family), f"data/{spec.data}"],
             "params": [*run_params[name], *_present(params, "trainer", "seed")],
-            "outs": [f"models/{name}", _timing(f"train-{name}")],
+            "outs": [f"models/{name}"],
+            "metrics": [_timing(f"train-{name}")],
             "plots": [{f"plots/{name}.csv": {"cache": False, "x": "epoch", "y": _curve_y(spec)}}],
         }
     for name, spec in specs.items():
         extra = [EVAL_SETS] if spec.task in ("lm", "vectors") else []
         out[f"evaluate-{name}"] = {
-            "cmd": f"python stages/evaluate.py {name}",
+            "cmd": f"python stages/evaluate.py {shlex.quote(name)}",
             "deps": [
                 *run_code(root, "evaluate", spec.family),
                 f"models/{name}",
@@ -262,16 +268,15 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
                 *run_params[name],
                 *_present(params, "trainer", *(["evaluation"] if extra else [])),
             ],
-            "outs": [f"eval/{name}", _timing(f"evaluate-{name}")],
-            "metrics": [{f"metrics/{name}.json": {"cache": False}}],
+            "outs": [f"eval/{name}"],
+            "metrics": [{f"metrics/{name}.json": {"cache": False}}, _timing(f"evaluate-{name}")],
         }
     lms = [name for name, spec in specs.items() if spec.task == "lm"]
     out["mixture"] = {
         "cmd": "python stages/mixture.py",
         "deps": [*script_code(root, "mixture"), *(f"eval/{name}" for name in lms)],
         "params": [*_present(params, "mixture"), *(f"models.{name}" for name in lms)],
-        "outs": [_timing("mixture")],
-        "metrics": [{"metrics/mixtures.json": {"cache": False}}],
+        "metrics": [{"metrics/mixtures.json": {"cache": False}}, _timing("mixture")],
     }
     out["report"] = {
         "cmd": "python stages/report.py",
@@ -287,14 +292,17 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             *(timing_file(stage) for stage in stage_order(specs)),  # not its own
         ],
         "params": [{"params.yaml": None}],
-        "outs": [{"reports": {"cache": False}}, _timing("report")],
+        "outs": [{"reports": {"cache": False}}],
+        "metrics": [_timing("report")],
     }
     return out
 
 
 def _timing(stage: str) -> dict:
-    """A stage's timing file as an out: not cached (git keeps it, like metrics/), so a stage
-    that is not rerun keeps the time of its last run."""
+    """A stage's timing file, as a metric not cached (git keeps it, like metrics/): a stage that
+    is not rerun keeps the time of its last run. A metric, not a plain out: DVC saves a stage
+    to its run cache only when every uncached out is a metric or a plot (`Stage.run` in DVC 3),
+    and the run cache is what brings back params A's outputs, and A's time, after A -> B -> A."""
     return {timing_file(stage): {"cache": False}}
 
 

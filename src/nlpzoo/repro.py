@@ -32,9 +32,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from nlpzoo.errors import NlpzooError
+from nlpzoo.errors import PROJECT_ERRORS, error_line
+from nlpzoo.params import load_params as load_project_params
 from nlpzoo.params import parse_models
-from nlpzoo.pipeline import check_dvc_yaml, package_dir
 
 DATA_STAGES = ["corpus", "prepare", "vocab", "cooccur"]
 TASK_ORDER = {"mt": 0, "lm": 1, "vectors": 2}  # longest first when no timing is recorded
@@ -142,43 +142,6 @@ def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
     minutes = (time.monotonic() - started) / 60
     console.say(f"repro finished in {minutes:.1f} min with {jobs} runs side by side")
     return status
-
-
-PROJECT_ERRORS = (NlpzooError, SyntaxError, UnicodeDecodeError, OSError)
-
-
-def error_line(e: BaseException, root: Path, params: Path | None = None) -> str:
-    """One line for an error of PROJECT_ERRORS met while the params file (`params`, default
-    root/params.yaml), dvc.yaml and the code are read and checked: a user error's message (YAML's
-    span three lines), or the project file that cannot be read or parsed."""
-    if isinstance(e, SyntaxError):
-        return (
-            f"{e.filename}:{e.lineno}: {e.msg} (dvc.yaml is made from the code, which must parse)"
-        )
-    if isinstance(e, UnicodeDecodeError):
-        files = [params or root / "params.yaml", root / "dvc.yaml"]
-        files += sorted(root.glob("stages/*.py"))
-        files += sorted(package_dir(root).rglob("*.py"))
-        for path in files:
-            try:
-                path.read_bytes().decode("utf-8")
-            except UnicodeDecodeError:
-                return f"{path} is not UTF-8 text ({e.reason})"
-            except OSError:
-                continue
-        return f"a file of the project is not UTF-8 text ({e.reason})"
-    if isinstance(e, OSError):
-        return f"{e.filename or 'a project file'}: {e.strerror or e}"
-    return " ".join(str(e).split())
-
-
-def load_project_params(path: Path) -> dict:
-    """params.yaml at `path`, validated, after checking that the dvc.yaml beside it is a
-    pipeline and that it is current (`nlpzoo.cli.load_params`)."""
-    from nlpzoo.cli import load_params
-
-    check_dvc_yaml(path.resolve().parent)
-    return load_params(path)
 
 
 def _jobs(text: str) -> int:

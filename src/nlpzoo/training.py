@@ -34,7 +34,7 @@ from pytorch_lightning.plugins import TorchCheckpointIO
 
 from nlpzoo.errors import ConfigError, TrainingError
 from nlpzoo.families import FAMILIES
-from nlpzoo.params import TrainerConfig
+from nlpzoo.params import LIGHTNING_KEYS, TrainerConfig
 from nlpzoo.tasks import task_of
 
 log = logging.getLogger(__name__)
@@ -544,17 +544,7 @@ def make_trainer(
         callbacks.append(
             EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
         )
-    kwargs = asdict(cfg)
-    for key in (
-        "early_stopping_patience",
-        "num_workers",
-        "threads",
-        "checkpoint_every_steps",
-        "checkpoint_every_minutes",
-        "progress_every_percent",
-        "progress_every_seconds",
-    ):
-        kwargs.pop(key)
+    kwargs = {k: v for k, v in asdict(cfg).items() if k in LIGHTNING_KEYS}
     return pl.Trainer(
         **kwargs,
         callbacks=callbacks,

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nlpzoo.errors import NlpzooError
+from nlpzoo.errors import PROJECT_ERRORS, NlpzooError, error_line
 
 TASK_NAMES = {"lm": "language-model", "vectors": "word-vector", "mt": "translation"}
 
@@ -270,22 +270,20 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         args.handler(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not after the exit
-    except NlpzooError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:  # Ctrl-C: stop quietly, with the shell's status for it
         print(file=sys.stderr)
         return 130
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         _drop_output()  # no second error when Python flushes stdout
-    except UnicodeDecodeError as e:  # a file read through a text stream, not checked by `decode`
-        print(f"error: a file of the run is not UTF-8 text ({e.reason})", file=sys.stderr)
-        return 1
-    except OSError as e:  # unreadable files, a full disk
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
-        if e.errno in (errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT):  # writing stdout
-            _drop_output()
+    except PROJECT_ERRORS as e:  # a user error, a file of the run unreadable, a full disk
+        print(f"error: {error_line(e, whose='the run')}", file=sys.stderr)
+        if isinstance(e, OSError) and e.errno in (
+            errno.ENOSPC,
+            errno.EIO,
+            errno.EFBIG,
+            errno.EDQUOT,
+        ):
+            _drop_output()  # writing stdout failed
         return 1
     return 0
 
@@ -333,11 +331,11 @@ class Trained:
 def _models(root: Path) -> dict[str, dict]:
     """The runs of the project's params.yaml `models:` (name -> entry), read without validating
     the rest of the file (a trained run stays usable while params are being edited)."""
-    import yaml
+    from nlpzoo.params import read_params
 
     try:
-        params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
+        params = read_params(root / "params.yaml")
+    except (NlpzooError, OSError):
         return {}
     models = params.get("models") if isinstance(params, dict) else None
     if not isinstance(models, dict):  # not a mapping: no run named there (validate says why)
@@ -760,11 +758,11 @@ def analogy(args: argparse.Namespace) -> None:
     question = [_lookup(t, words, w) for w in (args.a, args.b, args.c)]
     restrict = args.restrict_vocab
     if restrict is None:
-        import yaml
+        from nlpzoo.params import read_params
 
         try:
-            params = yaml.safe_load((t.root / "params.yaml").read_text(encoding="utf-8")) or {}
-        except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
+            params = read_params(t.root / "params.yaml")
+        except (NlpzooError, OSError):
             params = {}
         section = params.get("evaluation") if isinstance(params, dict) else None
         restrict = build(EvaluationConfig, section, "evaluation").restrict_vocab

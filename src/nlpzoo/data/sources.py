@@ -18,7 +18,6 @@ no links), into a temp dir that then replaces the target as a whole.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import hashlib
 import http.client
 import logging
@@ -38,6 +37,7 @@ from typing import IO
 
 from tqdm import tqdm
 
+from nlpzoo.config import closest
 from nlpzoo.errors import ChecksumError, ConfigError, DataError
 from nlpzoo.io import atomic_dir, atomic_open
 
@@ -325,8 +325,8 @@ def _check_source_name(name: str) -> None:
 
 
 def _did_you_mean(word: str, choices: Mapping[str, object] | Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(word, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 # --- safe extraction -----------------------------------------------------------------------------
