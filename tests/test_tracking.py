@@ -1,12 +1,19 @@
 """Tests for nlpzoo.tracking (docs/design.md §5): tracking URI, one MLflow run spanning train and
-evaluate, and training that goes on, warned once, when the tracking store cannot be reached."""
+evaluate, transient failures retried, and training that goes on, warned once, when the tracking
+store cannot be reached."""
 
 from __future__ import annotations
 
 import json
+import logging
+import multiprocessing
+import os
 import shutil
 import socket
+import sqlite3
+import subprocess
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -16,6 +23,7 @@ from mlflow import MlflowClient
 from nlpzoo import tracking
 from nlpzoo.tracking import RUN_FILE, Tracker, tracking_uri
 
+REAL_GIT_COMMIT = tracking._git_commit
 PARAMS = {
     "run": {"family": "nnlm", "emb_dim": 60, "direct": False, "lr": 0.001},
     "trainer": {"max_epochs": 2, "precision": "32-true", "devices": [0, 1]},
@@ -39,6 +47,15 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(key, raising=False)
     # never run git from the tests; a fixed commit also lets us check the tag
     monkeypatch.setattr(tracking, "_git_commit", lambda root: "0123abcd")
+    fast_retries(monkeypatch)
+
+
+def fast_retries(monkeypatch) -> None:
+    """Retries without the real waits, and no store remembered as down from another test."""
+    monkeypatch.setattr(tracking, "RETRY_BASE_S", 0.01)
+    monkeypatch.setattr(tracking, "RETRY_MAX_S", 0.02)
+    monkeypatch.setattr(tracking, "_down_until", {})
+    monkeypatch.setattr(tracking, "_ready", set())
 
 
 @pytest.fixture(scope="module")
@@ -268,35 +285,263 @@ def test_unwritable_sqlite_location(monkeypatch, tmp_path):
 
 
 def test_resume_while_server_is_down(monkeypatch, tmp_path, db):
+    """The run is known but its store does not answer: one warning, the run stays open here, and
+    its calls are kept (not tried again within the hold: no time lost per call)."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
     started = Tracker.start("nnlm", "nnlm", {})
     started.save(tmp_path / "run")
     uri = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     tracker, caught = run_in_thread(lambda: Tracker.resume(tmp_path / "run", "nnlm"))
-    assert tracker.run_id == started.run_id and not tracker.active
+    assert tracker.run_id == started.run_id and tracker.active
     assert_one_outage_warning(caught, uri, "nnlm")
-    later_calls_are_silent_no_ops(tracker, tmp_path)
+    assert "5 tries" in str(caught[-1].message) and tracker.retries == tracking.RETRY_TRIES - 1
+    t0 = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for step in range(20):
+            tracker.log_metrics({"test_ppl": 1.0}, step=step)
+    assert time.monotonic() - t0 < 0.5  # within the hold: kept, not tried
+    assert tracker.pending == 20
 
 
-def test_failure_mid_run_warns_once_then_goes_quiet(monkeypatch, tmp_path, db):
-    uri = db
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+class Flaky:
+    """A client whose `log_batch` goes to `broken` (raising, or a client of a dead server) for
+    the calls listed in `fail`, counted from 0, and to the real client otherwise."""
+
+    def __init__(self, real, broken, fail):
+        self.real, self.broken, self.fail, self.calls = real, broken, set(fail), 0
+
+    def log_batch(self, *args, **kwargs):
+        n, self.calls = self.calls, self.calls + 1
+        target = self.broken if n in self.fail else self.real.log_batch
+        return target(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def _steps(uri: str, run_id: str, key: str = "train/loss") -> list[int]:
+    history = MlflowClient(tracking_uri=uri).get_metric_history(run_id, key)
+    return sorted(m.step for m in history)
+
+
+def test_transient_failures_are_retried_and_the_run_ends_finished(monkeypatch, db, caplog):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
     tracker = Tracker.start("rnn", "rnn_lm", {})
-    assert tracker.active
-    calls = []
 
-    def broken(*args, **kwargs):
-        calls.append(args)
-        raise ConnectionError("database went away")
+    def refused(*args, **kwargs):
+        raise ConnectionError("[Errno 111] Connection refused")
 
-    monkeypatch.setattr(tracker.client, "log_batch", broken)
+    tracker.client = Flaky(tracker.client, refused, fail=[1, 2, 3, 6])  # 3 fails, then 1
+    before = tracking.total_retries()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # retried and through: nothing to warn about
+        for step in range(5):
+            tracker.log_metrics({"train/loss": 1.0 / (step + 1)}, step=step)
+        with caplog.at_level(logging.INFO, logger="nlpzoo.tracking"):
+            tracker.finish()
+    assert tracker.retries == 4 and tracking.total_retries() - before == 4
+    assert "FINISHED after 4 retries" in caplog.text
+    run = MlflowClient(tracking_uri=db).get_run(tracker.run_id)
+    assert run.info.status == "FINISHED"
+    assert _steps(db, tracker.run_id) == [0, 1, 2, 3, 4]
+
+
+def test_a_refused_connection_mid_run_loses_no_metric(monkeypatch, tmp_path, db):
+    """The store refuses connections (a real MLflow client of a closed port) for longer than the
+    retries last: one warning, the calls are kept, the next call within the hold is not tried,
+    and once the store answers again every kept call is sent, in order: FINISHED, every step."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
+    monkeypatch.setattr(tracking, "OUTAGE_HOLD_S", 0.5)
+    tracker = Tracker.start("rnn", "rnn_lm", {})
+    dead = MlflowClient(tracking_uri=f"http://127.0.0.1:{free_port()}")
+    tries = tracking.RETRY_TRIES
+    flaky = Flaky(tracker.client, dead.log_batch, fail=range(1, 1 + tries))
+    tracker.client = flaky
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for step in range(5):
+        tracker.log_metrics({"train/loss": 1.0}, step=0)  # through
+        tracker.log_metrics({"train/loss": 0.9}, step=1)  # refused `tries` times: kept
+        assert flaky.calls == 1 + tries and tracker.pending == 1
+        tracker.log_metrics({"train/loss": 0.8}, step=2)  # within the hold: kept, not tried
+        assert flaky.calls == 1 + tries and tracker.pending == 2
+        time.sleep(0.6)  # the hold is over, the store answers again
+        tracker.log_metrics({"train/loss": 0.7}, step=3)  # sends 1 and 2, then 3
+        tracker.log_metrics({"val/ppl": 9.0}, step=3)
+        tracker.finish()
+    assert_one_outage_warning(caught, db, "rnn")
+    assert "Max retries exceeded" in str(caught[0].message)  # a real refused connection
+    assert tracker.pending == 0 and tracker.retries == tries - 1
+    assert MlflowClient(tracking_uri=db).get_run(tracker.run_id).info.status == "FINISHED"
+    assert _steps(db, tracker.run_id) == [0, 1, 2, 3]
+    assert _steps(db, tracker.run_id, "val/ppl") == [3]
+
+
+def test_a_call_the_store_refuses_is_dropped_and_the_run_goes_on(monkeypatch, db):
+    from mlflow.exceptions import MlflowException
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
+    tracker = Tracker.start("rnn", "rnn_lm", {})
+
+    def invalid(*args, **kwargs):
+        raise MlflowException("Invalid metric name", error_code="INVALID_PARAMETER_VALUE")
+
+    flaky = Flaky(tracker.client, invalid, fail=[0])
+    tracker.client = flaky
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(3):
             tracker.log_metrics({"train/loss": 1.0}, step=step)
         tracker.finish()
-    assert len(calls) == 1  # the first failure disables the tracker
-    assert_one_outage_warning(caught, uri, "rnn")
-    assert "database went away" in str(caught[0].message)
-    assert MlflowClient(tracking_uri=uri).get_run(tracker.run_id).info.status == "RUNNING"
+    assert flaky.calls == 3  # not retried: it would be refused again
+    assert_one_outage_warning(caught, db, "rnn")
+    assert tracker.dropped == 1 and tracker.retries == 0 and tracker.active
+    assert MlflowClient(tracking_uri=db).get_run(tracker.run_id).info.status == "FINISHED"
+    assert _steps(db, tracker.run_id) == [1, 2]
+
+
+def test_which_failures_are_transient():
+    import requests
+    import sqlalchemy.exc
+    from mlflow.exceptions import MlflowException, RestException
+
+    locked = sqlalchemy.exc.OperationalError("INSERT", {}, Exception("database is locked"))
+    wrapped = MlflowException(str(locked), error_code="TEMPORARILY_UNAVAILABLE")
+    wrapped.__cause__ = locked
+    assert tracking.is_transient(wrapped)
+    assert tracking.is_transient(requests.exceptions.ConnectionError("refused"))
+    assert tracking.is_transient(ConnectionRefusedError(111, "Connection refused"))
+    assert tracking.is_transient(RestException({"error_code": "INTERNAL_ERROR", "message": "x"}))
+    assert tracking.is_transient(RestException({"error_code": "TEMPORARILY_UNAVAILABLE"}))
+    assert not tracking.is_transient(RestException({"error_code": "RESOURCE_DOES_NOT_EXIST"}))
+    assert not tracking.is_transient(MlflowException("bad", error_code="INVALID_PARAMETER_VALUE"))
+    assert not tracking.is_transient(ValueError("no"))
+    unwritable = sqlalchemy.exc.OperationalError("x", {}, Exception("unable to open database file"))
+    assert not tracking.is_transient(unwritable)
+
+
+def test_retries_are_bounded_and_back_off(monkeypatch):
+    monkeypatch.setattr(tracking, "RETRY_BASE_S", 0.05)
+    monkeypatch.setattr(tracking, "RETRY_MAX_S", 0.1)
+    sleeps = []
+    monkeypatch.setattr(tracking.time, "sleep", sleeps.append)
+    calls = []
+
+    def down():
+        calls.append(1)
+        raise ConnectionError("refused")
+
+    with pytest.raises(ConnectionError) as info:
+        tracking._with_retries(down)
+    assert len(calls) == tracking.RETRY_TRIES == 5 and info.value.nlpzoo_tries == 5
+    assert sleeps == [0.05, 0.1, 0.1, 0.1]  # doubling, capped
+    # the defaults: at most about 3 s of waiting per call
+    assert sum(min(2.0, 0.2 * 2**i) for i in range(4)) == pytest.approx(3.0)
+
+
+# ---------------------------------------------------------------------------------- the store
+
+
+def test_prepare_store_or_warn_with_the_server_down(monkeypatch):
+    uri = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    result, caught = run_in_thread(lambda: tracking.prepare_store_or_warn("nlpzoo"))
+    assert result is None
+    [warning] = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert "MLflow unreachable" in str(warning.message) and uri in str(warning.message)
+    # the runs started next fail fast, each with its own warning
+    t0 = time.monotonic()
+    tracker, caught = run_in_thread(lambda: Tracker.start("nnlm", "nnlm", {}))
+    assert time.monotonic() - t0 < 1 and not tracker.active
+    assert_one_outage_warning(caught, uri, "nnlm")
+
+
+def _log_from_a_process(uri, barrier, name, steps, out):
+    import os
+
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    from nlpzoo import tracking as t
+
+    t._git_commit = lambda root: None
+    barrier.wait()  # both create the store at the same moment
+    t.prepare_store("nlpzoo")
+    tracker = Tracker.start(name, "nnlm", {"steps": steps})
+    for step in range(steps):
+        tracker.log_metrics({"train/loss": 1.0 / (step + 1)}, step=step)
+    tracker.finish()
+    out.put((name, tracker.run_id, tracker.retries, tracker.pending, tracker.dropped))
+
+
+def test_two_processes_share_one_store(tmp_path, template_db):
+    """Two runs logging to one sqlite store at once (`make repro` side by side, `dvc queue start
+    -j 2`): both make the experiment and switch to WAL at the same moment, under the lock; both
+    runs end FINISHED with every metric."""
+    shutil.copy(template_db, tmp_path / "mlflow.db")  # tables made once: seconds otherwise
+    uri = f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    from nlpzoo.io import global_rank
+
+    global_rank()  # Lightning imported once, here, not in each process
+    ctx = multiprocessing.get_context("fork")  # no new interpreter to import MLflow into
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [
+        ctx.Process(target=_log_from_a_process, args=(uri, barrier, name, 30, out))
+        for name in ("a", "b")
+    ]
+    for p in procs:
+        p.start()
+    results = sorted(out.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(10)
+        assert p.exitcode == 0
+    client = MlflowClient(tracking_uri=uri)
+    [exp] = [e for e in client.search_experiments() if e.name == "nlpzoo"]  # one experiment
+    runs = client.search_runs([exp.experiment_id])
+    assert sorted(r.data.tags["nlpzoo.run"] for r in runs) == ["a", "b"]
+    for name, run_id, retries, pending, dropped in results:
+        assert client.get_run(run_id).info.status == "FINISHED"
+        assert _steps(uri, run_id) == list(range(30))
+        assert client.get_run(run_id).data.params == {"steps": "30"}
+        assert pending == 0 and dropped == 0
+        print(f"run {name}: 30 steps, {retries} retries")
+    con = sqlite3.connect(tmp_path / "mlflow.db")
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+
+
+# ---------------------------------------------------------------------------------- the commit
+
+
+def test_the_commit_tagged_is_the_working_directorys(monkeypatch, tmp_path, db):
+    """A queued experiment runs in DVC's copy of the project (the working directory) while
+    DVC_ROOT names the parent: the run is tagged with the copy's commit, logged to the parent."""
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+    }
+    heads = {}
+    for name in ("parent", "copy"):
+        repo = tmp_path / name
+        repo.mkdir()
+        for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", name]):
+            subprocess.run(["git", *cmd], cwd=repo, env=env, check=True)
+        heads[name] = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, env=env, capture_output=True, text=True
+        ).stdout.strip()
+    assert heads["parent"] != heads["copy"]
+    monkeypatch.setattr(tracking, "_git_commit", REAL_GIT_COMMIT)
+    shutil.copy(db[len("sqlite:///") :], tmp_path / "parent" / "mlflow.db")
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "parent"))
+    monkeypatch.setenv("DVC_EXP_NAME", "queued-exp")
+    monkeypatch.setenv("DVC_EXP_BASELINE_REV", heads["parent"])
+    monkeypatch.chdir(tmp_path / "copy")
+    tracker = Tracker.start("nnlm", "nnlm", {})
+    assert tracker.uri == f"sqlite:///{(tmp_path / 'parent').resolve()}/mlflow.db"
+    tags = MlflowClient(tracking_uri=tracker.uri).get_run(tracker.run_id).data.tags
+    assert tags["mlflow.source.git.commit"] == heads["copy"]
+    assert tags["dvc.exp_name"] == "queued-exp"
+    assert tags["dvc.baseline_rev"] == heads["parent"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import sqlite3
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +24,7 @@ from nlpzoo.evaluation.perplexity import window_log_probs
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import run_configs
 from nlpzoo.tracking import RUN_FILE, Tracker, fetch_run_dir
-from test_tracking import assert_one_outage_warning, free_port
+from test_tracking import assert_one_outage_warning, fast_retries, free_port
 from test_training_resume import make_project
 from toy import PARAMS as LIFECYCLE_PARAMS
 from toy import tiny_params
@@ -62,6 +63,7 @@ def project(tmp_path, template_db, monkeypatch) -> Path:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
     monkeypatch.setenv(tracking.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(tracking, "_git_commit", lambda root: None)
+    fast_retries(monkeypatch)
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     monkeypatch.delenv("PL_SEED_WORKERS", raising=False)
     return root
@@ -105,7 +107,7 @@ def test_neural_run_logs_a_loadable_pytorch_model_and_its_files(project, monkeyp
     assert "run_dir" in _logged(uri, run_id)
 
     folder = fetch_run_dir(run_id)
-    assert folder == tmp_path / "cache" / run_id
+    assert folder == tmp_path / "cache" / tracking._uri_key(uri) / run_id
     assert sorted(p.name for p in folder.iterdir()) == names
     assert (folder / "config.json").read_bytes() == (model_dir / "config.json").read_bytes()
     vocab = project / "data" / "vocab" / "lm" / "vocab.txt"
@@ -115,15 +117,18 @@ def test_neural_run_logs_a_loadable_pytorch_model_and_its_files(project, monkeyp
 
     assert MlflowClient(tracking_uri=uri).get_run(run_id).info.status == "FINISHED"
 
-    # downloaded once: the cache answers even with the store gone; and logging the model left
-    # the process's tracking URI to MLFLOW_TRACKING_URI, as before
+    # downloaded once: the cache answers even with the store gone (same URI, no database)
+    for name in ("mlflow.db", "mlflow.db-wal", "mlflow.db-shm"):
+        if (project / name).exists():
+            (project / name).rename(project / f"gone-{name}")
+    assert fetch_run_dir(run_id) == folder
+    # logging the model left the process's tracking URI to MLFLOW_TRACKING_URI, as before
     dead = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", dead)
     assert mlflow.get_tracking_uri() == dead
-    assert fetch_run_dir(run_id) == folder
 
 
-def test_count_run_logs_its_files_and_no_pytorch_model(project):
+def test_count_run_logs_its_files_and_no_pytorch_model(project, monkeypatch):
     run_id = _train(project, "ngram")
     uri = f"sqlite:///{project / 'mlflow.db'}"
     names = ["config.json", "model.npz", "train_stats.json", "vocab.txt"]
@@ -136,6 +141,28 @@ def test_count_run_logs_its_files_and_no_pytorch_model(project):
     fetched = lifecycle.load_model(fetch_run_dir(run_id))
     np.testing.assert_array_equal(fetched.log_probs(valid), expected)
 
+    # the cache is keyed by store: the same run id in a copy of the store is a download of its
+    # own; a download that fails is an error naming the store, and caches nothing
+    first = fetch_run_dir(run_id)
+    other = project.parent / "copy"
+    other.mkdir()
+    with sqlite3.connect(project / "mlflow.db") as src, sqlite3.connect(other / "mlflow.db") as dst:
+        src.backup(dst)  # with what the WAL file holds
+    other_uri = f"sqlite:///{other / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", other_uri)
+    with monkeypatch.context() as m:
+
+        def broken(*args, **kwargs):
+            raise OSError("artifact store went away")
+
+        m.setattr(MlflowClient, "download_artifacts", broken)
+        with pytest.raises(DataError, match=f"downloading its run_dir/ from {other_uri} failed"):
+            fetch_run_dir(run_id)
+    assert not (tracking.cache_root() / tracking._uri_key(other_uri) / run_id).exists()
+    second = fetch_run_dir(run_id)
+    assert second != first and second.parent.parent == first.parent.parent
+    assert (second / "config.json").read_bytes() == (first / "config.json").read_bytes()
+
 
 def test_fetch_run_dir_says_what_is_wrong(project, monkeypatch):
     with pytest.raises(DataError, match="not an MLflow run id"):
@@ -145,7 +172,7 @@ def test_fetch_run_dir_says_what_is_wrong(project, monkeypatch):
     tracker = Tracker.start("bare", "nnlm", {})  # a run that logged no files
     with pytest.raises(DataError, match="has no run_dir/ artifacts"):
         fetch_run_dir(tracker.run_id)
-    assert not (tracking.cache_root() / tracker.run_id).exists()  # nothing half-cached
+    assert not list(tracking.cache_root().glob(f"*/{tracker.run_id}"))  # nothing half-cached
     elsewhere = project.parent / "elsewhere"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{elsewhere / 'mlflow.db'}")
     with pytest.raises(DataError, match="no MLflow store at sqlite:///"):
@@ -164,7 +191,7 @@ def test_a_failing_model_upload_warns_once_and_the_run_goes_on(project, monkeypa
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         stats = lifecycle.train(PARAMS, "nnlm", project)
-    assert len(calls) == 1 and stats["epochs"] == 1
+    assert len(calls) % tracking.RETRY_TRIES == 0 and stats["epochs"] == 1  # each try retried
     assert_one_outage_warning(caught, f"sqlite:///{project / 'mlflow.db'}", "nnlm")
     assert (project / "models" / "nnlm" / "model.pt").is_file()
 

@@ -8,8 +8,17 @@
   `checkpoints/RUN/`, so an interrupted run that resumes continues its own MLflow run.
 * Only rank 0 opens a run: when every rank runs the stage (torchrun, SLURM), the others log
   nothing.
-* MLflow is the dashboard, DVC metrics files are the record: if the tracking store cannot be
-  reached, the run goes on, one warning says so, and every later call is a no-op.
+* MLflow is the dashboard, DVC metrics files are the record, and a hiccup of the store costs
+  neither: a transient failure ("database is locked", a refused connection, an HTTP 5xx) is
+  retried with bounded exponential backoff (`RETRY_TRIES`, `RETRY_BASE_S`; `total_retries()`
+  counts them). A call that still fails warns once per run and is kept, in order, to be sent
+  with the next call that gets through; after a connection failure, calls within
+  `OUTAGE_HOLD_S` seconds are only kept (no minutes lost against a dead server), while `finish`
+  always tries. A run whose store comes back ends FINISHED with every metric.
+* A sqlite store is created once (database, tables, experiment) under a file lock beside it and
+  put in WAL mode, so that side-by-side and queued runs (`dvc queue start -j 2`, whose
+  `DVC_ROOT` is the parent project) share one `mlflow.db`. The commit tagged on a run is the
+  working directory's HEAD (a queued experiment's own workspace), with its name and baseline.
 * A trained run logs its files (`models/RUN/`: the model, config.json, train_stats.json, the
   vocabulary) under artifact path `run_dir/`, and a neural run also its model as an MLflow
   PyTorch model at `model`: `mlflow.pytorch.load_model("runs:/<id>/model")` gives the
@@ -21,6 +30,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -28,7 +38,7 @@ import re
 import subprocess
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +51,112 @@ RUN_DIR = "run_dir"  # artifact path of a run's files (those of models/RUN/ it i
 MODEL = "model"  # artifact path of a neural run's MLflow PyTorch model
 CACHE_ENV = "NLPZOO_MLFLOW_CACHE"  # where fetch_run_dir keeps downloaded runs
 
-# Bounded network behaviour for a remote server that is down (MLflow retries for minutes otherwise).
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+# Bounded network behaviour for a remote server that is down (MLflow retries for minutes
+# otherwise): the retries are ours (RETRY_TRIES below), MLflow's own request makes one try.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 # downloads (fetch_run_dir) print no carriage-return progress bar into logs and pipes
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+# Our own retries of a transient failure: RETRY_TRIES attempts, sleeping RETRY_BASE_S, twice that,
+# ... (at most RETRY_MAX_S) in between: 0.2 + 0.4 + 0.8 + 1.6 = 3 s of waiting at most per call.
+RETRY_TRIES = 5
+RETRY_BASE_S = 0.2
+RETRY_MAX_S = 2.0
+# after a call gave up on a connection failure, later calls to that URI within this many seconds
+# are kept for later without trying (finish still tries)
+OUTAGE_HOLD_S = 30.0
+PENDING_MAX = 10_000  # calls kept for a store that is down, per run (the oldest dropped beyond)
+
+_TRANSIENT = (
+    "database is locked",
+    "database table is locked",
+    "connection refused",
+    "failed to establish a new connection",
+    "max retries exceeded",
+    "connection reset",
+    "connection aborted",
+    "remote end closed",
+    "temporarily unavailable",
+    "timed out",
+    "timeout",
+    "too many 5",  # urllib3: "too many 500 error responses"
+    "bad gateway",
+    "service unavailable",
+)
+_CONNECTION = (
+    "connection refused",
+    "failed to establish a new connection",
+    "max retries exceeded",
+    "timed out",
+    "timeout",
+    "connection reset",
+    "connection aborted",
+    "remote end closed",
+)
+_retries = 0  # retries taken by this process (total_retries())
+_down_until: dict[str, float] = {}  # tracking URI -> time.monotonic() before which calls wait
+
+
+def total_retries() -> int:
+    """How many times this process retried a tracking call after a transient failure."""
+    return _retries
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen and len(seen) < 8:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
+
+
+def _is_connection_failure(err: BaseException) -> bool:
+    from requests.exceptions import ConnectionError as RequestsConnectionError
+    from requests.exceptions import Timeout
+
+    for e in _chain(err):
+        if isinstance(e, (ConnectionError, TimeoutError, RequestsConnectionError, Timeout)):
+            return True
+        if any(m in str(e).lower() for m in _CONNECTION):
+            return True
+    return False
+
+
+def is_transient(err: BaseException) -> bool:
+    """A failure worth retrying: a locked sqlite database, a refused or broken connection, a
+    time-out, an HTTP 429 or 5xx answer of the server."""
+    if _is_connection_failure(err):
+        return True
+    for e in _chain(err):
+        if type(e).__name__ == "RestException":  # an answer of the server: its HTTP status
+            with contextlib.suppress(Exception):
+                status = e.get_http_status_code()
+                if status == 429 or status >= 500:
+                    return True
+        if any(m in str(e).lower() for m in _TRANSIENT):
+            return True
+    return False
+
+
+def _with_retries(fn: Callable[[], Any], tries: int | None = None) -> tuple[Any, int]:
+    """`fn()`, tried again after a transient failure with exponential backoff; the result and
+    the retries taken. The last error is raised when every try failed (a non-transient one at
+    once)."""
+    global _retries
+    tries = max(1, RETRY_TRIES if tries is None else tries)
+    taken = 0
+    while True:
+        try:
+            return fn(), taken
+        except Exception as err:
+            if taken + 1 >= tries or not is_transient(err):
+                err.nlpzoo_tries = taken + 1  # type: ignore[attr-defined]
+                raise
+            time.sleep(min(RETRY_MAX_S, RETRY_BASE_S * 2**taken))
+            taken += 1
+            _retries += 1
 
 
 def project_root() -> Path:
@@ -71,6 +181,14 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def source_root() -> Path:
+    """Where the code of this run is checked out: the working directory. For a queued or
+    `--temp` experiment that is DVC's copy of the project at the experiment's own commit, while
+    `DVC_ROOT` (`project_root`, where MLflow logs) names the parent project, whose HEAD may have
+    moved on since the experiment was queued."""
+    return Path.cwd().resolve()
+
+
 def _git_commit(root: Path) -> str | None:
     try:
         res = subprocess.run(
@@ -89,29 +207,93 @@ class Tracker:
         self.client = client
         self.uri = uri
         self.run_name = run_name
+        self.retries = 0  # retries this run's calls took after a transient failure
+        self.dropped = 0  # calls given up for good (the store refused them, or too many kept)
+        self._pending: list[Callable[[], Any]] = []  # calls that failed, to send in order
+        self._warned = False
 
     @property
     def active(self) -> bool:
         return self.client is not None and self.run_id is not None
 
-    def _disable(self, err: BaseException) -> None:
+    @property
+    def pending(self) -> int:
+        """Calls kept for a store that did not answer, sent with the next call that gets through."""
+        return len(self._pending)
+
+    def _warn(self, err: BaseException, goes_on: str) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        tries = getattr(err, "nlpzoo_tries", 1)
         msg = (
-            f"MLflow unreachable at {self.uri} ({type(err).__name__}: {str(err)[:200]}); run "
-            f"'{self.run_name}' goes on without tracking; metrics/{self.run_name}.json is the "
-            "record"
+            f"MLflow unreachable at {self.uri} ({type(err).__name__}: {str(err)[:200]}; "
+            f"{tries} {'try' if tries == 1 else 'tries'}); run '{self.run_name}' goes on "
+            f"{goes_on}; metrics/{self.run_name}.json is the record"
         )
         log.warning(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+    def _disable(self, err: BaseException) -> None:
+        """No run to log to (it could not be opened, or the store does not hold it)."""
+        self._warn(err, "without tracking")
         self.client = None
 
-    def _call(self, fn_name: str, *args: Any, **kwargs: Any) -> Any:
+    def _failed(self, err: BaseException) -> None:
+        self._warn(err, "and its tracking calls are sent when the store answers")
+        if _is_connection_failure(err):
+            _down_until[self.uri] = time.monotonic() + OUTAGE_HOLD_S
+
+    def _keep(self, fn: Callable[[], Any]) -> None:
+        self._pending.append(fn)
+        if len(self._pending) > PENDING_MAX:
+            self._pending.pop(0)
+            self.dropped += 1
+
+    def _try(self, fn: Callable[[], Any]) -> Any:
+        try:
+            result, taken = _with_retries(fn)
+        except Exception as err:
+            self.retries += max(0, getattr(err, "nlpzoo_tries", 1) - 1)
+            raise
+        self.retries += taken
+        return result
+
+    def _attempt(self, fn: Callable[[], Any], final: bool = False) -> Any:
+        """`fn()` against the store, after the calls kept from before; a failure never reaches
+        the caller. Within the hold after a connection failure the call is only kept, unless
+        `final` (the run's last call)."""
         if not self.active:
             return None
-        try:
-            return getattr(self.client, fn_name)(self.run_id, *args, **kwargs)
-        except Exception as err:  # any tracking failure must not stop training
-            self._disable(err)
+        if not final and time.monotonic() < _down_until.get(self.uri, 0.0):
+            self._keep(fn)
             return None
+        while self._pending:
+            try:
+                self._try(self._pending[0])
+            except Exception as err:  # any tracking failure must not stop training
+                if is_transient(err):
+                    self._failed(err)
+                    self._keep(fn)
+                    return None
+                self._warn(err, "without this call")
+                self.dropped += 1
+            self._pending.pop(0)
+        try:
+            return self._try(fn)
+        except Exception as err:
+            if is_transient(err):
+                self._failed(err)
+                self._keep(fn)
+            else:  # the store answered and refused it: sending it again would not help
+                self._warn(err, "without this call")
+                self.dropped += 1
+            return None
+
+    def _call(self, fn_name: str, *args: Any, final: bool = False, **kwargs: Any) -> Any:
+        return self._attempt(
+            lambda: getattr(self.client, fn_name)(self.run_id, *args, **kwargs), final=final
+        )
 
     # ------------------------------------------------------------------ opening a run
 
@@ -125,25 +307,30 @@ class Tracker:
         tracker = cls(None, None, uri, run_name)
         if global_rank() != 0:  # every rank runs the stage (torchrun, SLURM): rank 0 logs
             return tracker
-        try:
+        tags = {
+            "nlpzoo.run": run_name,
+            "nlpzoo.family": family,
+            "dvc.exp_name": os.environ.get("DVC_EXP_NAME", ""),
+            "dvc.baseline_rev": os.environ.get("DVC_EXP_BASELINE_REV", ""),
+            "mlflow.runName": run_name,
+        }
+        commit = _git_commit(source_root())
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+
+        def open_run() -> tuple[Any, str]:
             from mlflow import MlflowClient
 
+            exp_id = _ensure_store(uri, experiment)
             client = MlflowClient(tracking_uri=uri)
-            exp_id = _experiment_id(client, uri, experiment)
-            root = project_root()
-            tags = {
-                "nlpzoo.run": run_name,
-                "nlpzoo.family": family,
-                "dvc.exp_name": os.environ.get("DVC_EXP_NAME", ""),
-                "dvc.baseline_rev": os.environ.get("DVC_EXP_BASELINE_REV", ""),
-                "mlflow.runName": run_name,
-            }
-            commit = _git_commit(root)
-            if commit:
-                tags["mlflow.source.git.commit"] = commit
-            run = client.create_run(exp_id, run_name=run_name, tags=tags)
-            tracker.client, tracker.run_id = client, run.info.run_id
+            return client, client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
+
+        try:
+            _check_not_held(uri)
+            tracker.client, tracker.run_id = tracker._try(open_run)
         except Exception as err:
+            if _is_connection_failure(err):
+                _down_until[uri] = time.monotonic() + OUTAGE_HOLD_S
             tracker._disable(err)
             return tracker
         tracker.log_params(params)
@@ -151,7 +338,8 @@ class Tracker:
 
     @classmethod
     def resume(cls, run_dir: Path, run_name: str) -> Tracker:
-        """Reopen the run that `train` recorded in `run_dir/mlflow_run.json`."""
+        """Reopen the run that `train` recorded in `run_dir/mlflow_run.json`. While the store
+        does not answer, the run stays open here and its calls are kept for when it does."""
         uri = tracking_uri()
         path = Path(run_dir) / RUN_FILE
         if not path.is_file():
@@ -164,9 +352,13 @@ class Tracker:
             from mlflow import MlflowClient
 
             tracker.client = MlflowClient(tracking_uri=uri)
-            tracker.client.get_run(run_id)
+            _check_not_held(uri)
+            tracker._try(lambda: tracker.client.get_run(run_id))
         except Exception as err:
-            tracker._disable(err)
+            if tracker.client is not None and is_transient(err):
+                tracker._failed(err)  # the run is there, the store is not (yet)
+            else:
+                tracker._disable(err)
         return tracker
 
     @classmethod
@@ -232,15 +424,33 @@ class Tracker:
         `model`, pickled whole so that `mlflow.pytorch.load_model("runs:/<id>/model")` returns
         it. Nothing is inferred (no environment probing, no network): the requirements are the
         installed torch and cloudpickle."""
-        if not self.active:
-            return
-        try:
-            _log_pytorch_model(self.client, self.run_id, self.uri, model)
-        except Exception as err:  # as any tracking failure: one warning, the run goes on
-            self._disable(err)
+        self._attempt(lambda: _log_pytorch_model(self.client, self.run_id, self.uri, model))
 
     def finish(self, status: str = "FINISHED") -> None:
-        self._call("set_terminated", status=status)
+        """End the run as `status`, after every call kept for the store (tried even within the
+        hold after a connection failure); one log line gives the retries it took."""
+        if not self.active:
+            return
+        self._call("set_terminated", status=status, final=True)
+        if self.retries or self._pending or self.dropped:
+            log.info(
+                "MLflow run %s ('%s'): %s after %d retries; %d calls unsent, %d dropped",
+                self.run_id,
+                self.run_name,
+                status if not self._pending else "not ended",
+                self.retries,
+                len(self._pending),
+                self.dropped,
+            )
+
+
+def _check_not_held(uri: str) -> None:
+    """Fail fast for a URI whose store just gave up on a connection failure."""
+    left = _down_until.get(uri, 0.0) - time.monotonic()
+    if left > 0:
+        err = ConnectionError(f"gave up on this store {OUTAGE_HOLD_S - left:.0f} s ago")
+        err.nlpzoo_tries = 0  # type: ignore[attr-defined]
+        raise err
 
 
 def _experiment_id(client: Any, uri: str, experiment: str) -> str:
@@ -251,16 +461,91 @@ def _experiment_id(client: Any, uri: str, experiment: str) -> str:
     if uri.startswith("sqlite:///"):
         # artifacts beside the database, not in MLflow's working-directory default
         kwargs["artifact_location"] = (Path(uri[10:]).parent / "mlartifacts").as_uri()
-    return client.create_experiment(experiment, **kwargs)
+    try:
+        return client.create_experiment(experiment, **kwargs)
+    except Exception:  # created meanwhile by another process (a server store takes no lock)
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+@contextlib.contextmanager
+def _store_lock(db: Path) -> Iterator[None]:
+    """An exclusive lock on `<db>-lock` beside the database, across processes (POSIX); not a
+    lock on the database file itself, whose own locks sqlite keeps."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no cross-process lock
+        yield
+        return
+    with open(f"{db}-lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _wal(db: Path) -> None:
+    """Put the sqlite database at `db` in WAL mode (kept in the file): readers no longer block
+    the writer, so two runs logging at once wait far less for each other."""
+    import sqlite3
+
+    con = sqlite3.connect(db, timeout=20)
+    try:
+        if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            con.execute("PRAGMA journal_mode=WAL")
+    finally:
+        con.close()
+
+
+_ready: set[tuple[str, str]] = set()  # (uri, experiment) made ready by this process
+
+
+def _ensure_store(uri: str, experiment: str) -> str:
+    """The id of `experiment` in the store at `uri`, creating both when missing. A sqlite store
+    is created under a file lock (two processes starting at once make one database, with its
+    tables, and one experiment) and in WAL mode."""
+    from mlflow import MlflowClient
+
+    if not uri.startswith("sqlite:///"):
+        return _experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
+    db = Path(uri[len("sqlite:///") :])
+    if (uri, experiment) in _ready:
+        return _experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
+    with _store_lock(db):
+        _wal(db)
+        exp_id = _experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
+    _ready.add((uri, experiment))
+    return exp_id
 
 
 def prepare_store(experiment: str = "nlpzoo") -> str:
-    """Create the tracking database and the experiment now, in one process: runs started side
-    by side (`python -m nlpzoo repro --jobs 2`) would otherwise race to create both."""
-    from mlflow import MlflowClient
-
+    """Create the tracking database and the experiment now, once: runs started side by side
+    (`python -m nlpzoo repro --jobs 2`, `dvc queue start -j 2`) then only open runs in it. Safe
+    to call from several processes at once; transient failures are retried."""
     uri = tracking_uri()
-    return _experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
+    _check_not_held(uri)
+    return _with_retries(lambda: _ensure_store(uri, experiment))[0]
+
+
+def prepare_store_or_warn(experiment: str = "nlpzoo") -> str | None:
+    """`prepare_store`, or None and one warning when the store cannot be reached: the pipeline
+    goes on without tracking (each run then warns for itself), metrics files being the record."""
+    uri = tracking_uri()
+    try:
+        return prepare_store(experiment)
+    except Exception as err:
+        if _is_connection_failure(err):
+            _down_until[uri] = time.monotonic() + OUTAGE_HOLD_S
+        msg = (
+            f"MLflow unreachable at {uri} ({type(err).__name__}: {str(err)[:200]}); the "
+            "pipeline goes on, each run's metrics/RUN.json is its record"
+        )
+        log.warning(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        return None
 
 
 def _log_pytorch_model(client: Any, run_id: str, uri: str, model: Any) -> None:
@@ -323,19 +608,25 @@ def cache_root() -> Path:
     return Path(base) / "nlpzoo" / "mlflow"
 
 
+def _uri_key(uri: str) -> str:
+    """The download cache's folder for the store at `uri`."""
+    return hashlib.sha256(uri.encode()).hexdigest()[:16]
+
+
 def fetch_run_dir(run_id: str) -> Path:
     """The files MLflow run `run_id` logged under `run_dir/` (the model, config.json,
     train_stats.json, the vocabulary), downloaded from the tracking store (`tracking_uri()`)
-    into `cache_root()/<run_id>/` the first time; a folder `lifecycle.load_model` reads as it
-    reads models/RUN/. A logged run's files never change, so a complete download is reused."""
+    into `cache_root()/<hash of the tracking URI>/<run_id>/` the first time (two stores may
+    hold runs of the same id); a folder `lifecycle.load_model` reads as it reads models/RUN/. A
+    logged run's files never change, so a complete download is reused."""
     from nlpzoo.io import atomic_dir
 
     if not re.fullmatch(r"[0-9A-Za-z_-]+", run_id or ""):
         raise DataError(f"'{run_id}' is not an MLflow run id")
-    folder = cache_root() / run_id
+    uri = tracking_uri()
+    folder = cache_root() / _uri_key(uri) / run_id
     if (folder / "config.json").is_file():
         return folder
-    uri = tracking_uri()
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
         # MLflow would create an empty database there
         raise DataError(
@@ -346,8 +637,8 @@ def fetch_run_dir(run_id: str) -> Path:
         from mlflow import MlflowClient
 
         client = MlflowClient(tracking_uri=uri)
-        client.get_run(run_id)
-        logged = client.list_artifacts(run_id, RUN_DIR)
+        _with_retries(lambda: client.get_run(run_id))
+        logged = _with_retries(lambda: client.list_artifacts(run_id, RUN_DIR))[0]
     except Exception as err:
         raise DataError(
             f"MLflow run {run_id} not found at {uri} ({type(err).__name__}: {str(err)[:200]}); "
@@ -359,7 +650,13 @@ def fetch_run_dir(run_id: str) -> Path:
             "logs them when it completes)"
         )
     with atomic_dir(folder) as tmp:
-        client.download_artifacts(run_id, RUN_DIR, dst_path=str(tmp))
+        try:
+            _with_retries(lambda: client.download_artifacts(run_id, RUN_DIR, dst_path=str(tmp)))
+        except Exception as err:
+            raise DataError(
+                f"MLflow run {run_id}: downloading its {RUN_DIR}/ from {uri} failed "
+                f"({type(err).__name__}: {str(err)[:200]}); nothing was cached, try again"
+            ) from err
         for path in (tmp / RUN_DIR).iterdir():
             os.replace(path, tmp / path.name)
         (tmp / RUN_DIR).rmdir()
