@@ -17,6 +17,7 @@ from nlpzoo.data.mt import Codec, load_split
 from nlpzoo.data.vocab import build_mt_vocab
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import MTVocabConfig
+from nlpzoo.tasks import load_model
 from nlpzoo.tasks.mt import translate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +134,9 @@ def test_every_mt_run_trains_scores_and_translates(project, run):
         w = np.asarray(maps[0]["weights"])
         assert w.shape == (len(maps[0]["target_tokens"]), len(maps[0]["source_tokens"]))
         np.testing.assert_allclose(w.sum(1), 1.0, atol=1e-3)
-    out = translate(project / "models" / run, ["der hund katze haus"], beam_size=2)
+    folder = project / "models" / run
+    model, codec = load_model(folder), Codec(folder / "spm.model")
+    out = translate(model, codec, ["der hund katze haus"], beam_size=2)
     assert len(out) == 1 and isinstance(out[0], str)
 
 

@@ -501,7 +501,7 @@ def test_closed_streams_an_interrupt_and_a_full_disk_end_in_one_line(project, mo
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(use, "generate", interrupted)
+    monkeypatch.setattr(use.commands, "generate", interrupted)
     code, out, err = _main(project, "generate", "--run", "ngram")
     assert code == 130 and out == "" and "Traceback" not in err
 

@@ -29,10 +29,9 @@ import torch.nn.functional as F
 
 from nlpzoo.config import build
 from nlpzoo.data.mt import IGNORE, Codec, ParallelSplit, collate, load_split
-from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_write_json, atomic_write_text
 from nlpzoo.params import MTDataConfig
-from nlpzoo.tasks import Data, Fitted, Run, Scores, Task, load_model
+from nlpzoo.tasks import Data, Fitted, Run, Scores, Task
 
 ATTENTION_SENTENCES = (0, 1, 2, 3)  # test sentences whose attention maps are written
 SAMPLES = 10  # sample translations written to samples.json
@@ -216,16 +215,13 @@ def _attention_maps(model, codec: Codec, split: ParallelSplit, beam_ids: list[li
 
 
 def translate(
-    run_dir: Path, lines: list[str], beam_size: int | None = None, batch_size: int = 32
+    model: Any, codec: Codec, lines: list[str], beam_size: int | None = None, batch_size: int = 32
 ) -> list[str]:
-    """Translate raw source lines with the trained translation run in `run_dir` (models/RUN/)."""
+    """Translate raw source lines with a trained translation model and its SentencePiece model
+    (`load_model(models/RUN)`, `Codec(models/RUN/spm.model)`): beam search as the evaluation
+    decodes, the run's beam size unless `beam_size` is given."""
     from nlpzoo.evaluation.decoding import translate_batches
 
-    run_dir = Path(run_dir)
-    model = load_model(run_dir)
-    if not (run_dir / "spm.model").is_file():
-        raise DataError(f"{run_dir} is not a translation run (no spm.model)")
-    codec = Codec(run_dir / "spm.model")
     cfg = model.config
     ids = translate_batches(
         model,
