@@ -14,8 +14,8 @@ import pytest
 from nlpzoo.config import build
 from nlpzoo.errors import ConfigError
 from nlpzoo.params import ReportConfig
-from nlpzoo.report.build import _mt_attention, build_report
-from nlpzoo.report.inputs import Provenance
+from nlpzoo.report.build import build_report
+from nlpzoo.report.inputs import Provenance, attention_maps
 
 CURVE = "epoch,step,train_loss,val_loss,val_ppl,seconds\n0,10,5,4.9,134,1\n1,20,4.8,4.87,130,2\n"
 VECTORS = {
@@ -250,7 +250,7 @@ def test_only_mt_runs(tmp_path):
     for fig in ("attention_attention_1.png", "attention_attention_2.png", "curves_mt.png"):
         assert (dirs["reports"] / "figures" / fig).stat().st_size > 0
     assert "`seq2seq`: no sample translations in eval/seq2seq/" in text
-    ((src, out, weights), _) = _mt_attention(dirs["eval"] / "attention")
+    ((src, out, weights), _) = attention_maps(dirs["eval"], "attention")
     assert src == ["▁ein", "▁hu", "nd", "</s>"] and out == ["▁a", "▁dog", "</s>"]
     assert weights.shape == (3, 4)
 

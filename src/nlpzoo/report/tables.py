@@ -234,6 +234,13 @@ def mt_table(runs: list[Run], tutorial: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def mt_samples_table(rows: list[dict]) -> pd.DataFrame:
+    """Sample translations (eval/RUN/samples.json): source, reference, greedy and beam output,
+    "–" for a missing field."""
+    cols = ("source", "reference", "greedy", "beam")
+    return pd.DataFrame([{c: row.get(c) for c in cols} for row in rows]).fillna(DASH)
+
+
 def mt_signatures(runs: list[Run]) -> list[str]:
     out = []
     for r in runs:
