@@ -425,6 +425,28 @@ def test_the_cost_table_shows_what_the_run_wrote(tmp_path):
     assert "| ngram | ngram | – | – | – | 10 |" in cost["ngram"]
 
 
+def test_the_prose_takes_its_numbers_from_params_and_cost(tmp_path, monkeypatch):
+    """The analogy search size is params' `evaluation.restrict_vocab`, the attention span of the
+    translation costs `nlpzoo.cost.MT_SPAN`: the prose follows either when it changes."""
+    from nlpzoo import cost
+    from nlpzoo.params import EvaluationConfig
+
+    dirs = _project(tmp_path)
+    q = {"cost_formula": "N×D", "cost_terms": "N=1, D=2", "cost_per_token": 2}
+    _write(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS, **q})
+    default = _render(dirs, {"cbow": "word2vec"})
+    searched = f"answers searched among the {EvaluationConfig().restrict_vocab:,} most frequent"
+    assert searched in default
+    assert f"attention spans S = T = {cost.MT_SPAN} pieces" in default
+
+    monkeypatch.setattr(cost, "MT_SPAN", 24)
+    params = {"evaluation": {"restrict_vocab": 12345}}
+    text = _render(dirs, {"cbow": "word2vec"}, params=params)
+    assert "answers searched among the 12,345 most frequent words" in text
+    assert searched not in text
+    assert "attention spans S = T = 24 pieces" in text
+
+
 def test_a_family_added_to_the_registry_is_reported(tmp_path, monkeypatch):
     """The report knows no family by name: a family registered elsewhere shows in its task's
     table."""

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nlpzoo import cost
 from nlpzoo.config import build
 from nlpzoo.families import FAMILIES, TASKS
 from nlpzoo.io import atomic_dir, atomic_write_text
-from nlpzoo.params import MixtureConfig, ReportConfig, parse_models
+from nlpzoo.params import EvaluationConfig, MixtureConfig, ReportConfig, parse_models
 from nlpzoo.pipeline import stage_order
 from nlpzoo.report import figures, inputs, tables
 from nlpzoo.report.document import (
@@ -284,12 +285,13 @@ def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
     runs = [r for r in ctx.runs.values() if r.task == "vectors" or FAMILIES[r.family].vectors]
     if not runs:
         return [*blocks, Para("No runs with word vectors yet.")]
+    searched = build(EvaluationConfig, ctx.params.get("evaluation"), "evaluation").restrict_vocab
     blocks += [
         Para(
             "Every run with word vectors, the language models' input embeddings included "
             "(a family without embeddings has no row). Analogy: `questions-words.txt`, 3CosAdd "
-            "on unit vectors, answers searched among the 30,000 most frequent words, questions "
-            "with an unknown word skipped (coverage = answered / 19,544). Similarity: "
+            f"on unit vectors, answers searched among the {searched:,} most frequent words, "
+            "questions with an unknown word skipped (coverage = answered / 19,544). Similarity: "
             "Spearman ρ between cosine and human scores, pairs with an unknown word skipped. "
             "The training text has "
             f"{tables.fmt((ctx.prov.vocab.get('lm') or {}).get('train_tokens'), ',.0f')} "
@@ -463,12 +465,12 @@ def _cost(ctx: _Context) -> list[Block]:
             "of one forward pass, e.g. NNLM `N×D + N×D×H + H×V` (hierarchical softmax: "
             "`H×log₂V`), CBOW `N×D + D×log₂V`, skip-gram `C×(D + D×log₂V)` (negative "
             "sampling: `K+1` for `log₂V`). Each model states its own formula and evaluates it "
-            "with its run's sizes (translation: per target token, attention spans S = T = 16 "
-            "pieces; adaptive outputs counted over the training frequencies); the run records "
-            "it in its metrics, shown here as written. Measured time per token is wall-clock "
-            "training time over tokens seen (forward, backward and update, so about 3 Q of "
-            "work); the ratio of the two is the time per multiply-add each implementation "
-            "achieves on this machine."
+            "with its run's sizes (translation: per target token, attention spans "
+            f"S = T = {cost.MT_SPAN} pieces; adaptive outputs counted over the training "
+            "frequencies); the run records it in its metrics, shown here as written. Measured "
+            "time per token is wall-clock training time over tokens seen (forward, backward "
+            "and update, so about 3 Q of work); the ratio of the two is the time per "
+            "multiply-add each implementation achieves on this machine."
         ),
         Table(table),
     ]
