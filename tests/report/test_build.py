@@ -471,6 +471,40 @@ def test_a_family_added_to_the_registry_is_reported(tmp_path, monkeypatch):
     assert "`toy`: no learning curve plots/toy.csv" in text
 
 
+def test_the_published_bleu_rows_come_from_the_family_records(tmp_path):
+    """A row per family with `tutorial_bleu`, lowest first, on Multi30k's test set only."""
+    from dataclasses import dataclass
+
+    from nlpzoo.families import FAMILIES, Family, register, unregister
+
+    @dataclass
+    class ToyConfig:
+        width: int = 3
+
+    register(Family("toy_mt", ToyConfig, object, "mt", "parallel", "lightning", tutorial_bleu=20.5))
+    try:
+        dirs = _project(tmp_path)
+        _write(dirs["metrics"] / "toy.json", {"family": "toy_mt", "bleu": 7.0, "bleu_beam": 8.0})
+        text = _render(dirs, {"toy": "toy_mt"})
+        other = Provenance(data={"mt": {"source": "multi30k", "test_set": "test_2017_flickr"}})
+        elsewhere = _render(dirs, {"toy": "toy_mt"}, provenance=other)
+        records = [FAMILIES[name] for name in FAMILIES]
+    finally:
+        unregister("toy_mt")
+    expected = sorted((f for f in records if f.tutorial_bleu), key=lambda f: f.tutorial_bleu)
+    assert {"seq2seq", "attention", "transformer", "toy_mt"} <= {f.name for f in expected}
+    mt = _rows(text, "## 3. Translation")
+    published = [run for run in mt if run.startswith("tutorial ")]
+    assert published == [f"tutorial {f.name} (word-level, published)" for f in expected]
+    for f in expected:
+        row = mt[f"tutorial {f.name} (word-level, published)"]
+        assert f"| {f.tutorial_bleu:.1f} |" in row
+    assert "tutorial toy_mt (word-level, published)" in published
+    assert "| toy_mt | – | – | 20.5 | – |" in mt["tutorial toy_mt (word-level, published)"]
+    assert "| toy | toy_mt | greedy | 7.0 |" in text and "| toy | toy_mt | beam | 8.0 |" in text
+    assert not [run for run in _rows(elsewhere, "## 3. Translation") if "tutorial" in run]
+
+
 def _samples(text: str, n: int = 1) -> dict:
     """eval/RUN/samples.json as nlpzoo.generation.samples_record writes it."""
     return {
