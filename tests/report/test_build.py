@@ -670,3 +670,24 @@ def test_time_per_stage_counts_the_gaps_between_reruns(tmp_path):
     assert rows["**sum of the stages**"].split("|")[2] == " 4:00 "
     assert rows["**elapsed**, first start to last finish"].split("|")[2] == " 1:02:00 "
     assert rows["**of which a stage running**"].split("|")[2] == " 3:30 "
+
+
+def test_provenance_names_the_commit_the_params_and_the_vocabularies(tmp_path):
+    from nlpzoo.report.inputs import read_provenance
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", str(tmp_path)], check=True)
+    commit = [*git, "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"]
+    subprocess.run(commit, check=True)
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    _write(tmp_path / "data" / "vocab" / "lm" / "stats.json", {"vocab_size": 7})
+    params = {"lm": {"source": "brown"}, "seed": 1}
+    prov = read_provenance(tmp_path, params, "exp-1")
+    assert prov.git_rev == head and prov.exp_name == "exp-1"
+    assert prov.vocab == {"lm": {"vocab_size": 7}, "mt": None}
+    assert prov.data == {"lm": {"source": "brown"}, "mt": None}
+    assert len(prov.params_hash) == 12
+    assert read_provenance(tmp_path, {**params, "seed": 2}).params_hash != prov.params_hash
+    assert read_provenance(tmp_path / "data", params).git_rev == head  # inside the work tree

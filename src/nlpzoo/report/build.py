@@ -39,12 +39,39 @@ from nlpzoo.report.document import (
     to_html,
     to_markdown,
 )
-from nlpzoo.report.inputs import Provenance, Run, load_curve, load_runs, load_timings, task_of
+from nlpzoo.report.inputs import (
+    Provenance,
+    Run,
+    load_curve,
+    load_runs,
+    load_timings,
+    read_provenance,
+    task_of,
+)
 
 log = logging.getLogger(__name__)
 
 TITLE = "nlpzoo report"
 TASK_TITLES = {"lm": "language models", "vectors": "word vectors", "mt": "translation"}
+
+
+def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") -> str:
+    """The `report` stage: `root/reports/` from the project's metrics/, plots/, eval/, models/
+    and timings/ (each earlier stage's time), for the enabled runs of `params`' `models:`, with
+    each run's figures attached to its MLflow run; `exp_name` is the DVC experiment, if any."""
+    root = Path(root)
+    return build_report(
+        metrics_dir=root / "metrics",
+        plots_dir=root / "plots",
+        eval_dir=root / "eval",
+        models_dir=root / "models",
+        out_dir=root / "reports",
+        timings_dir=root / "timings",
+        params=params,
+        config=build(ReportConfig, params.get("report"), "report"),
+        provenance=read_provenance(root, params, exp_name),
+        mlflow=True,
+    )
 
 
 def build_report(

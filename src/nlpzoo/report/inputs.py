@@ -17,6 +17,7 @@ timings/STAGE.json        each stage's wall and CPU time (`nlpzoo.cli.write_timi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from nlpzoo.families import FAMILIES
-from nlpzoo.tracking import RUN_FILE
+from nlpzoo.tracking import RUN_FILE, _git_commit
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,21 @@ class Provenance:
     params_hash: str = ""
     data: dict[str, Any] = field(default_factory=dict)  # the params sections `lm` and `mt`
     vocab: dict[str, dict] = field(default_factory=dict)  # task -> data/vocab/TASK/stats.json
+
+
+def read_provenance(root: Path, params: dict[str, Any], exp_name: str = "") -> Provenance:
+    """The header's facts: the git revision of `root`, the DVC experiment `exp_name`, a hash of
+    `params`, its data sections and each task's data/vocab/TASK/stats.json."""
+    root = Path(root)
+    return Provenance(
+        git_rev=_git_commit(root) or "",
+        exp_name=exp_name,
+        params_hash=hashlib.sha256(
+            json.dumps(params, sort_keys=True, default=str).encode()
+        ).hexdigest()[:12],
+        data={"lm": params.get("lm"), "mt": params.get("mt")},
+        vocab={t: load_json(root / "data" / "vocab" / t / "stats.json") for t in ("lm", "mt")},
+    )
 
 
 @dataclass
