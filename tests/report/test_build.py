@@ -14,8 +14,8 @@ import pytest
 from nlpzoo.config import build
 from nlpzoo.errors import ConfigError
 from nlpzoo.params import ReportConfig
-from nlpzoo.report.build import _mt_attention, build_report
-from nlpzoo.report.inputs import Provenance
+from nlpzoo.report.build import build_report
+from nlpzoo.report.inputs import Provenance, attention_maps
 
 CURVE = "epoch,step,train_loss,val_loss,val_ppl,seconds\n0,10,5,4.9,134,1\n1,20,4.8,4.87,130,2\n"
 VECTORS = {
@@ -250,7 +250,7 @@ def test_only_mt_runs(tmp_path):
     for fig in ("attention_attention_1.png", "attention_attention_2.png", "curves_mt.png"):
         assert (dirs["reports"] / "figures" / fig).stat().st_size > 0
     assert "`seq2seq`: no sample translations in eval/seq2seq/" in text
-    ((src, out, weights), _) = _mt_attention(dirs["eval"] / "attention")
+    ((src, out, weights), _) = attention_maps(dirs["eval"], "attention")
     assert src == ["▁ein", "▁hu", "nd", "</s>"] and out == ["▁a", "▁dog", "</s>"]
     assert weights.shape == (3, 4)
 
@@ -425,6 +425,28 @@ def test_the_cost_table_shows_what_the_run_wrote(tmp_path):
     assert "| ngram | ngram | – | – | – | 10 |" in cost["ngram"]
 
 
+def test_the_prose_takes_its_numbers_from_params_and_cost(tmp_path, monkeypatch):
+    """The analogy search size is params' `evaluation.restrict_vocab`, the attention span of the
+    translation costs `nlpzoo.cost.MT_SPAN`: the prose follows either when it changes."""
+    from nlpzoo import cost
+    from nlpzoo.params import EvaluationConfig
+
+    dirs = _project(tmp_path)
+    q = {"cost_formula": "N×D", "cost_terms": "N=1, D=2", "cost_per_token": 2}
+    _write(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS, **q})
+    default = _render(dirs, {"cbow": "word2vec"})
+    searched = f"answers searched among the {EvaluationConfig().restrict_vocab:,} most frequent"
+    assert searched in default
+    assert f"attention spans S = T = {cost.MT_SPAN} pieces" in default
+
+    monkeypatch.setattr(cost, "MT_SPAN", 24)
+    params = {"evaluation": {"restrict_vocab": 12345}}
+    text = _render(dirs, {"cbow": "word2vec"}, params=params)
+    assert "answers searched among the 12,345 most frequent words" in text
+    assert searched not in text
+    assert "attention spans S = T = 24 pieces" in text
+
+
 def test_a_family_added_to_the_registry_is_reported(tmp_path, monkeypatch):
     """The report knows no family by name: a family registered elsewhere shows in its task's
     table."""
@@ -447,6 +469,40 @@ def test_a_family_added_to_the_registry_is_reported(tmp_path, monkeypatch):
     assert "99.0" in _rows(text, "## 1. Language modelling")["toy"]
     assert "| toy | toy_lm |" in text.split("## 4. Cost", 1)[1]  # its speed
     assert "`toy`: no learning curve plots/toy.csv" in text
+
+
+def test_the_published_bleu_rows_come_from_the_family_records(tmp_path):
+    """A row per family with `tutorial_bleu`, lowest first, on Multi30k's test set only."""
+    from dataclasses import dataclass
+
+    from nlpzoo.families import FAMILIES, Family, register, unregister
+
+    @dataclass
+    class ToyConfig:
+        width: int = 3
+
+    register(Family("toy_mt", ToyConfig, object, "mt", "parallel", "lightning", tutorial_bleu=20.5))
+    try:
+        dirs = _project(tmp_path)
+        _write(dirs["metrics"] / "toy.json", {"family": "toy_mt", "bleu": 7.0, "bleu_beam": 8.0})
+        text = _render(dirs, {"toy": "toy_mt"})
+        other = Provenance(data={"mt": {"source": "multi30k", "test_set": "test_2017_flickr"}})
+        elsewhere = _render(dirs, {"toy": "toy_mt"}, provenance=other)
+        records = [FAMILIES[name] for name in FAMILIES]
+    finally:
+        unregister("toy_mt")
+    expected = sorted((f for f in records if f.tutorial_bleu), key=lambda f: f.tutorial_bleu)
+    assert {"seq2seq", "attention", "transformer", "toy_mt"} <= {f.name for f in expected}
+    mt = _rows(text, "## 3. Translation")
+    published = [run for run in mt if run.startswith("tutorial ")]
+    assert published == [f"tutorial {f.name} (word-level, published)" for f in expected]
+    for f in expected:
+        row = mt[f"tutorial {f.name} (word-level, published)"]
+        assert f"| {f.tutorial_bleu:.1f} |" in row
+    assert "tutorial toy_mt (word-level, published)" in published
+    assert "| toy_mt | – | – | 20.5 | – |" in mt["tutorial toy_mt (word-level, published)"]
+    assert "| toy | toy_mt | greedy | 7.0 |" in text and "| toy | toy_mt | beam | 8.0 |" in text
+    assert not [run for run in _rows(elsewhere, "## 3. Translation") if "tutorial" in run]
 
 
 def _samples(text: str, n: int = 1) -> dict:
@@ -614,3 +670,24 @@ def test_time_per_stage_counts_the_gaps_between_reruns(tmp_path):
     assert rows["**sum of the stages**"].split("|")[2] == " 4:00 "
     assert rows["**elapsed**, first start to last finish"].split("|")[2] == " 1:02:00 "
     assert rows["**of which a stage running**"].split("|")[2] == " 3:30 "
+
+
+def test_provenance_names_the_commit_the_params_and_the_vocabularies(tmp_path):
+    from nlpzoo.report.inputs import read_provenance
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", str(tmp_path)], check=True)
+    commit = [*git, "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"]
+    subprocess.run(commit, check=True)
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    _write(tmp_path / "data" / "vocab" / "lm" / "stats.json", {"vocab_size": 7})
+    params = {"lm": {"source": "brown"}, "seed": 1}
+    prov = read_provenance(tmp_path, params, "exp-1")
+    assert prov.git_rev == head and prov.exp_name == "exp-1"
+    assert prov.vocab == {"lm": {"vocab_size": 7}, "mt": None}
+    assert prov.data == {"lm": {"source": "brown"}, "mt": None}
+    assert len(prov.params_hash) == 12
+    assert read_provenance(tmp_path, {**params, "seed": 2}).params_hash != prov.params_hash
+    assert read_provenance(tmp_path / "data", params).git_rev == head  # inside the work tree

@@ -56,6 +56,7 @@ class Family:
     manual_step: bool = False
     own_optimizer: bool = False  # configure_optimizers(total_steps) instead of the config's
     attention_maps: bool = False  # cross_attention(src, tgt_in) -> (B, T, S): eval's heatmaps
+    tutorial_bleu: float | None = None  # published word-level BLEU, Multi30k de→en (the report)
 
     def __post_init__(self) -> None:
         for key, allowed in (("task", TASKS), ("input", INPUTS), ("fit", FITS)):

@@ -47,4 +47,5 @@ FAMILY = Family(
     input="parallel",
     fit="lightning",
     attention_maps=True,
+    tutorial_bleu=28.3,  # bentrevett's pytorch-seq2seq tutorial, test_2016_flickr
 )

@@ -45,4 +45,5 @@ FAMILY = Family(
     task="mt",
     input="parallel",
     fit="lightning",
+    tutorial_bleu=13.8,  # bentrevett's pytorch-seq2seq tutorial, test_2016_flickr
 )

@@ -45,4 +45,5 @@ FAMILY = Family(
     input="parallel",
     fit="lightning",
     attention_maps=True,
+    tutorial_bleu=36.5,  # bentrevett's pytorch-seq2seq tutorial, test_2016_flickr
 )

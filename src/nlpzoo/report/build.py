@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nlpzoo import cost
 from nlpzoo.config import build
 from nlpzoo.families import FAMILIES, TASKS
 from nlpzoo.io import atomic_dir, atomic_write_text
-from nlpzoo.params import MixtureConfig, ReportConfig, parse_models
+from nlpzoo.params import EvaluationConfig, MixtureConfig, ReportConfig, parse_models
 from nlpzoo.pipeline import stage_order
-from nlpzoo.report import figures, tables
+from nlpzoo.report import figures, inputs, tables
 from nlpzoo.report.document import (
     Block,
     Bullets,
@@ -42,10 +43,9 @@ from nlpzoo.report.inputs import (
     Provenance,
     Run,
     load_curve,
-    load_json,
     load_runs,
     load_timings,
-    read_vectors,
+    read_provenance,
     task_of,
 )
 
@@ -53,6 +53,25 @@ log = logging.getLogger(__name__)
 
 TITLE = "nlpzoo report"
 TASK_TITLES = {"lm": "language models", "vectors": "word vectors", "mt": "translation"}
+
+
+def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") -> str:
+    """The `report` stage: `root/reports/` from the project's metrics/, plots/, eval/, models/
+    and timings/ (each earlier stage's time), for the enabled runs of `params`' `models:`, with
+    each run's figures attached to its MLflow run; `exp_name` is the DVC experiment, if any."""
+    root = Path(root)
+    return build_report(
+        metrics_dir=root / "metrics",
+        plots_dir=root / "plots",
+        eval_dir=root / "eval",
+        models_dir=root / "models",
+        out_dir=root / "reports",
+        timings_dir=root / "timings",
+        params=params,
+        config=build(ReportConfig, params.get("report"), "report"),
+        provenance=read_provenance(root, params, exp_name),
+        mlflow=True,
+    )
 
 
 def build_report(
@@ -119,7 +138,7 @@ def log_figures(eval_dir: Path, fig_dir: Path, runs: Iterable[Run]) -> None:
             *sorted(fig_dir.glob(f"attention_{r.name}_*.png")),
             *fig_dir.glob(f"curves_{r.task}.png"),
         ]
-        if figs and (eval_dir / r.name / "mlflow_run.json").is_file():
+        if figs and inputs.has_mlflow_run(eval_dir, r.name):
             tracker = Tracker.resume(eval_dir / r.name, r.name)
             for path in figs:
                 tracker.log_artifact(path, "figures")
@@ -241,8 +260,8 @@ def _lm_samples(ctx: _Context, runs: list[Run]) -> list[Block]:
     without the file (evaluated by an earlier version) is left out of the table only."""
     found: dict[str, dict] = {}
     for r in runs:
-        record = load_json(ctx.eval_dir / r.name / "samples.json")
-        if isinstance(record, dict) and record.get("samples"):
+        record = inputs.lm_samples(ctx.eval_dir, r.name)
+        if record is not None:
             found[r.name] = record
     if not found:
         return []
@@ -293,12 +312,13 @@ def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
     runs = [r for r in ctx.runs.values() if r.task == "vectors" or FAMILIES[r.family].vectors]
     if not runs:
         return [*blocks, Para("No runs with word vectors yet.")]
+    searched = build(EvaluationConfig, ctx.params.get("evaluation"), "evaluation").restrict_vocab
     blocks += [
         Para(
             "Every run with word vectors, the language models' input embeddings included "
             "(a family without embeddings has no row). Analogy: `questions-words.txt`, 3CosAdd "
-            "on unit vectors, answers searched among the 30,000 most frequent words, questions "
-            "with an unknown word skipped (coverage = answered / 19,544). Similarity: "
+            f"on unit vectors, answers searched among the {searched:,} most frequent words, "
+            "questions with an unknown word skipped (coverage = answered / 19,544). Similarity: "
             "Spearman ρ between cosine and human scores, pairs with an unknown word skipped. "
             "The training text has "
             f"{tables.fmt((ctx.prov.vocab.get('lm') or {}).get('train_tokens'), ',.0f')} "
@@ -308,8 +328,8 @@ def _word_vectors(ctx: _Context, fig_dir: Path) -> list[Block]:
     ]
     neighbours = {}
     for r in runs:
-        n = load_json(ctx.eval_dir / r.name / "neighbours.json")
-        if isinstance(n, dict) and n:
+        n = inputs.neighbours(ctx.eval_dir, r.name)
+        if n is not None:
             neighbours[r.name] = n
         else:
             ctx.note(r.name, f"no eval/{r.name}/neighbours.json")
@@ -349,8 +369,8 @@ def _analogies(ctx: _Context, runs: list[Run]) -> list[Block]:
     the file is left out of the table only)."""
     answers: dict[str, list[dict]] = {}
     for r in runs:
-        found = load_json(ctx.eval_dir / r.name / "analogies.json")
-        if isinstance(found, list) and all(isinstance(q, dict) for q in found):
+        found = inputs.analogies(ctx.eval_dir, r.name)
+        if found is not None:
             answers[r.name] = found
     table = tables.analogy_table(answers) if answers else pd.DataFrame()
     if table.empty:
@@ -375,11 +395,10 @@ def _projection(ctx: _Context, run: str, neighbours: dict, fig_dir: Path) -> Pat
         group.setdefault(probe, probe)
         for w in found[:k]:
             group.setdefault(str(w[0]), probe)
-    path = ctx.models_dir / run / "vectors.txt"
-    if not path.is_file():
+    vecs = inputs.probe_vectors(ctx.models_dir, run, set(group))
+    if vecs is None:
         ctx.note(run, f"no models/{run}/vectors.txt: no projection")
         return None
-    vecs = read_vectors(path, set(group))
     words = [w for w in group if w in vecs]
     if len(words) < 3:
         return None
@@ -416,18 +435,19 @@ def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
                 else "."
             )
         ),
-        Table(tables.mt_table(runs, tutorial=_on_multi30k(ctx))),
+        Table(tables.mt_table(runs, tutorial=_tutorial_bleu() if _on_multi30k(ctx) else ())),
     ]
     sigs = tables.mt_signatures(runs)
     if sigs:
         blocks += [Para("sacreBLEU signatures:"), Bullets(sigs)]
     for r in runs:
-        samples = _mt_samples(ctx.eval_dir / r.name)
+        samples = inputs.mt_samples(ctx.eval_dir, r.name)
         if samples is None:
             ctx.note(r.name, f"no sample translations in eval/{r.name}/")
         elif ctx.cfg.samples:
-            blocks += [Table(samples.head(ctx.cfg.samples), f"{r.name}: sample translations")]
-        maps = _mt_attention(ctx.eval_dir / r.name)
+            table = tables.mt_samples_table(samples).head(ctx.cfg.samples)
+            blocks += [Table(table, f"{r.name}: sample translations")]
+        maps = inputs.attention_maps(ctx.eval_dir, r.name)
         if not maps and FAMILIES[r.family].attention_maps:
             ctx.note(r.name, f"no attention arrays in eval/{r.name}/")
         for i, (src, tgt, w) in enumerate(maps[: ctx.cfg.attention_sentences]):
@@ -450,39 +470,19 @@ def _translation(ctx: _Context, fig_dir: Path) -> list[Block]:
     return blocks
 
 
+def _tutorial_bleu() -> list[tuple[str, float]]:
+    """(family, its published word-level BLEU on Multi30k, `Family.tutorial_bleu`), lowest
+    first."""
+    published = [(name, FAMILIES[name].tutorial_bleu) for name in FAMILIES]
+    return sorted(((n, b) for n, b in published if b is not None), key=lambda nb: nb[1])
+
+
 def _on_multi30k(ctx: _Context) -> bool:
     mt = ctx.prov.data.get("mt") or {}
     return (mt.get("source", "multi30k"), mt.get("test_set", "test_2016_flickr")) == (
         "multi30k",
         "test_2016_flickr",
     )
-
-
-def _mt_samples(run_eval: Path) -> pd.DataFrame | None:
-    """Sample translations: `samples.json`, a list of {source, reference, greedy, beam}
-    (tasks/mt.py); missing fields are shown as "–"."""
-    rows = load_json(run_eval / "samples.json")
-    if not isinstance(rows, list) or not rows:
-        return None
-    cols = ("source", "reference", "greedy", "beam")
-    df = pd.DataFrame([{c: row.get(c) for c in cols} for row in rows if isinstance(row, dict)])
-    return df.fillna(tables.DASH) if not df.empty else None
-
-
-def _mt_attention(run_eval: Path) -> list[tuple[list[str], list[str], np.ndarray]]:
-    """(source tokens, output tokens, weights (T, S)) per sentence of `attention.json`
-    (tasks/mt.py: Bahdanau's α, the Transformer's last-layer cross-attention)."""
-    items = load_json(run_eval / "attention.json")
-    found = []
-    for it in items if isinstance(items, list) else []:
-        try:
-            w = np.asarray(it["weights"], dtype=np.float64)
-            found.append(
-                ([str(t) for t in it["source_tokens"]], [str(t) for t in it["target_tokens"]], w)
-            )
-        except (KeyError, TypeError, ValueError):
-            continue  # a malformed entry is skipped, the run's other maps still drawn
-    return found
 
 
 # --------------------------------------------------------------------------- 4 cost
@@ -499,12 +499,12 @@ def _cost(ctx: _Context) -> list[Block]:
             "of one forward pass, e.g. NNLM `N×D + N×D×H + H×V` (hierarchical softmax: "
             "`H×log₂V`), CBOW `N×D + D×log₂V`, skip-gram `C×(D + D×log₂V)` (negative "
             "sampling: `K+1` for `log₂V`). Each model states its own formula and evaluates it "
-            "with its run's sizes (translation: per target token, attention spans S = T = 16 "
-            "pieces; adaptive outputs counted over the training frequencies); the run records "
-            "it in its metrics, shown here as written. Measured time per token is wall-clock "
-            "training time over tokens seen (forward, backward and update, so about 3 Q of "
-            "work); the ratio of the two is the time per multiply-add each implementation "
-            "achieves on this machine."
+            "with its run's sizes (translation: per target token, attention spans "
+            f"S = T = {cost.MT_SPAN} pieces; adaptive outputs counted over the training "
+            "frequencies); the run records it in its metrics, shown here as written. Measured "
+            "time per token is wall-clock training time over tokens seen (forward, backward "
+            "and update, so about 3 Q of work); the ratio of the two is the time per "
+            "multiply-add each implementation achieves on this machine."
         ),
         Table(table),
     ]

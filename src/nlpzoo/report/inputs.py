@@ -17,6 +17,7 @@ timings/STAGE.json        each stage's wall and CPU time (`nlpzoo.cli.write_timi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from nlpzoo.families import FAMILIES
+from nlpzoo.tracking import RUN_FILE, _git_commit
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,21 @@ class Provenance:
     params_hash: str = ""
     data: dict[str, Any] = field(default_factory=dict)  # the params sections `lm` and `mt`
     vocab: dict[str, dict] = field(default_factory=dict)  # task -> data/vocab/TASK/stats.json
+
+
+def read_provenance(root: Path, params: dict[str, Any], exp_name: str = "") -> Provenance:
+    """The header's facts: the git revision of `root`, the DVC experiment `exp_name`, a hash of
+    `params`, its data sections and each task's data/vocab/TASK/stats.json."""
+    root = Path(root)
+    return Provenance(
+        git_rev=_git_commit(root) or "",
+        exp_name=exp_name,
+        params_hash=hashlib.sha256(
+            json.dumps(params, sort_keys=True, default=str).encode()
+        ).hexdigest()[:12],
+        data={"lm": params.get("lm"), "mt": params.get("mt")},
+        vocab={t: load_json(root / "data" / "vocab" / t / "stats.json") for t in ("lm", "mt")},
+    )
 
 
 @dataclass
@@ -168,6 +185,66 @@ def load_json(path: Path) -> Any:
         return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def probe_vectors(models_dir: Path, run: str, words: set[str]) -> dict[str, np.ndarray] | None:
+    """The rows of `words` from models/RUN/vectors.txt; None when the run has no such file."""
+    path = Path(models_dir) / run / "vectors.txt"
+    return read_vectors(path, words) if path.is_file() else None
+
+
+# --------------------------------------------------------------------------- eval/RUN/
+
+
+def lm_samples(eval_dir: Path, run: str) -> dict | None:
+    """A language model's samples, `eval/RUN/samples.json` (`nlpzoo.generation.samples_record`):
+    the prompt, the sampling settings and `samples`; None without samples."""
+    record = load_json(Path(eval_dir) / run / "samples.json")
+    return record if isinstance(record, dict) and record.get("samples") else None
+
+
+def neighbours(eval_dir: Path, run: str) -> dict | None:
+    """probe word -> [[neighbour, cosine], ...], best first (`eval/RUN/neighbours.json`)."""
+    found = load_json(Path(eval_dir) / run / "neighbours.json")
+    return found if isinstance(found, dict) and found else None
+
+
+def analogies(eval_dir: Path, run: str) -> list[dict] | None:
+    """The run's answers to the `evaluation.analogies` questions (`eval/RUN/analogies.json`)."""
+    found = load_json(Path(eval_dir) / run / "analogies.json")
+    if isinstance(found, list) and all(isinstance(q, dict) for q in found):
+        return found
+    return None
+
+
+def mt_samples(eval_dir: Path, run: str) -> list[dict] | None:
+    """Sample translations, `eval/RUN/samples.json`: a list of {source, reference, greedy,
+    beam} (tasks/mt.py); None when there is none."""
+    rows = load_json(Path(eval_dir) / run / "samples.json")
+    if not isinstance(rows, list):
+        return None
+    return [row for row in rows if isinstance(row, dict)] or None
+
+
+def attention_maps(eval_dir: Path, run: str) -> list[tuple[list[str], list[str], np.ndarray]]:
+    """(source tokens, output tokens, weights (T, S)) per sentence of `eval/RUN/attention.json`
+    (tasks/mt.py: Bahdanau's α, the Transformer's last-layer cross-attention)."""
+    items = load_json(Path(eval_dir) / run / "attention.json")
+    found = []
+    for it in items if isinstance(items, list) else []:
+        try:
+            w = np.asarray(it["weights"], dtype=np.float64)
+            found.append(
+                ([str(t) for t in it["source_tokens"]], [str(t) for t in it["target_tokens"]], w)
+            )
+        except (KeyError, TypeError, ValueError):
+            continue  # a malformed entry is skipped, the run's other maps still drawn
+    return found
+
+
+def has_mlflow_run(eval_dir: Path, run: str) -> bool:
+    """Whether the run recorded its MLflow run (`eval/RUN/mlflow_run.json`, `nlpzoo.tracking`)."""
+    return (Path(eval_dir) / run / RUN_FILE).is_file()
 
 
 def load_timings(timings_dir: Path, stages: list[str]) -> dict[str, dict | None]:

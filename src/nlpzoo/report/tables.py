@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -16,9 +17,6 @@ DASH = "–"
 # merged): the best neural model mixed with the trigram has a test perplexity 24 % below the best
 # n-gram.
 PAPER_LM_MIX_RATIO = 0.76
-
-# Published word-level BLEU, Multi30k de→en test_2016_flickr (bentrevett's seq2seq tutorials)
-TUTORIAL_BLEU = {"seq2seq": 13.8, "attention": 28.3, "transformer": 36.5}
 
 
 def _num(v: Any) -> float | None:
@@ -175,33 +173,27 @@ def analogy_table(answers: dict[str, list[dict]], method: str = "3cosadd") -> pd
 # --------------------------------------------------------------------------- translation
 
 DECODINGS = ("greedy", "beam")
-MT_COLUMNS = {  # column -> metric base names, first found wins
-    "sacreBLEU": ("bleu", "sacrebleu"),
-    "BLEU tok. lowercase": ("bleu_tok_lc", "bleu_tok", "tok_bleu"),
-    "chrF": ("chrf",),
-    "sentences/s": ("decode_sents_per_s", "sents_per_s", "sentences_per_s"),
-}
+# column -> the test metric of greedy decoding; beam search's is KEY_beam (tasks/mt.py)
+MT_SCORES = {"sacreBLEU": "bleu", "BLEU tok. lowercase": "bleu_tok_lc", "chrF": "chrf"}
+MT_COLUMNS = (*MT_SCORES, "sentences/s")
 
 
-def mt_value(m: dict[str, Any], bases: tuple[str, ...], decoding: str) -> Any:
-    """A metric for one decoding: `BASE_beam`, `beam_BASE`, or plain `BASE` for greedy."""
-    for base in bases:
-        for key in (f"{base}_{decoding}", f"{decoding}_{base}", f"{decoding}/{base}"):
-            if key in m:
-                return m[key]
-        if decoding == "greedy" and base in m:
-            return m[base]
-    return None
+def mt_values(m: dict[str, Any], decoding: str) -> dict[str, Any]:
+    """One decoding's scores and speed (`decode_sents_per_s_DECODING`), column -> value."""
+    suffix = "" if decoding == "greedy" else f"_{decoding}"
+    values = {col: m.get(key + suffix) for col, key in MT_SCORES.items()}
+    values["sentences/s"] = m.get(f"decode_sents_per_s_{decoding}")
+    return values
 
 
-def mt_table(runs: list[Run], tutorial: bool = True) -> pd.DataFrame:
-    """BLEU, chrF and decoding speed per run and decoding; with `tutorial`, the published
-    word-level BLEU of the Multi30k tutorials as the last rows."""
+def mt_table(runs: list[Run], tutorial: Iterable[tuple[str, float]] = ()) -> pd.DataFrame:
+    """BLEU, chrF and decoding speed per run and decoding; then a row per (family, published
+    word-level BLEU) of `tutorial`."""
     rows = []
     for r in runs:
         m = r.metrics
         for decoding in DECODINGS:
-            values = {col: mt_value(m, bases, decoding) for col, bases in MT_COLUMNS.items()}
+            values = mt_values(m, decoding)
             if all(v is None for v in values.values()):
                 continue
             rows.append(
@@ -218,7 +210,7 @@ def mt_table(runs: list[Run], tutorial: bool = True) -> pd.DataFrame:
                     "train s": fmt(m.get("train_seconds"), ".0f"),
                 }
             )
-    for family, bleu in TUTORIAL_BLEU.items() if tutorial else ():
+    for family, bleu in tutorial:
         rows.append(
             {
                 "run": f"tutorial {family} (word-level, published)",
@@ -232,6 +224,13 @@ def mt_table(runs: list[Run], tutorial: bool = True) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def mt_samples_table(rows: list[dict]) -> pd.DataFrame:
+    """Sample translations (eval/RUN/samples.json): source, reference, greedy and beam output,
+    "–" for a missing field."""
+    cols = ("source", "reference", "greedy", "beam")
+    return pd.DataFrame([{c: row.get(c) for c in cols} for row in rows]).fillna(DASH)
 
 
 def mt_signatures(runs: list[Run]) -> list[str]:
