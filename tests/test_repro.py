@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -53,16 +54,21 @@ def test_schedule_skips_disabled_runs(params, tmp_path):
     assert "svd" not in repro.schedule(params, tmp_path)
 
 
-def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_path, monkeypatch):
+def _fake_steps(monkeypatch, root: Path, arm) -> list[list[str]]:
+    """run() with the dvc commands recorded instead of run and `arm` as each run's arm."""
+    shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
     calls: list[list[str]] = []
+    monkeypatch.setattr(repro._Children, "call", lambda self, cmd, cwd=None: calls.append(cmd) or 0)
+    monkeypatch.setattr(repro, "_prepare_tracking", lambda params: None)
+    monkeypatch.setattr(repro, "_run_arm", arm)
+    return calls
+
+
+def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_path, monkeypatch):
     active, peak = [0], [0]
     lock = threading.Lock()
 
-    def call(cmd, cwd=None):
-        calls.append(cmd)
-        return 0
-
-    def arm(run, console, extra):
+    def arm(run, console, extra, children):
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
@@ -72,38 +78,62 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
             calls.append(["arm", run])
         return 0
 
-    monkeypatch.setattr(repro.subprocess, "call", call)
-    monkeypatch.setattr(repro, "_run_arm", arm)
-    monkeypatch.setattr("nlpzoo.tracking.prepare_store", lambda experiment: "0")
+    calls = _fake_steps(monkeypatch, tmp_path, arm)
     assert repro.run(params, tmp_path, jobs=2) == 0
     assert calls[0] == ["dvc", "--wait-for-lock", "repro", *repro.DATA_STAGES]
-    assert calls[-1] == ["dvc", "--wait-for-lock", "repro"]
+    assert calls[-1] == ["dvc", "--wait-for-lock", "repro", "--single-item", "mixture", "report"]
     arms = [c[1] for c in calls if c[0] == "arm"]
     assert sorted(arms) == sorted(repro.parse_models(params))
     assert peak[0] == 2
 
 
+def test_force_reaches_each_stage_once(params, tmp_path, monkeypatch):
+    def arm(run, console, extra, children):
+        calls.append(repro._dvc(["--single-item", *extra, f"train-{run}", f"evaluate-{run}"]))
+        return 0
+
+    calls = _fake_steps(monkeypatch, tmp_path, arm)
+    assert repro.run(params, tmp_path, jobs=2, extra=["--force"]) == 0
+    assert all("--force" in c for c in calls)
+    # the data step's targets bring no other stage (they are the graph's roots and their chain);
+    # every other command reproduces its targets alone
+    assert all("--single-item" in c for c in calls[1:])
+    targets = [t for c in calls for t in c[3:] if not t.startswith("-")]
+    stages = list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+    assert sorted(targets) == sorted(stages)  # each once: none forced twice, none left out
+
+
 def test_a_failed_run_stops_the_queue_and_the_final_step(params, tmp_path, monkeypatch):
-    calls: list[list[str]] = []
-    monkeypatch.setattr(repro.subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 0)
-    monkeypatch.setattr("nlpzoo.tracking.prepare_store", lambda experiment: "0")
     ran: list[str] = []
 
-    def arm(run, console, extra):
+    def arm(run, console, extra, children):
         ran.append(run)
         if run == "seq2seq":  # the first in the queue fails at once; the other worker is busy
             return 1
         time.sleep(0.2)
         return 0
 
-    monkeypatch.setattr(repro, "_run_arm", arm)
+    calls = _fake_steps(monkeypatch, tmp_path, arm)
     assert repro.run(params, tmp_path, jobs=1 + 1) == 1
     assert ran[0] == "seq2seq" and len(ran) <= 2  # at most the other worker's run began
     assert calls == [["dvc", "--wait-for-lock", "repro", *repro.DATA_STAGES]]
 
 
+def test_a_worker_that_raises_is_a_failed_run(params, tmp_path, monkeypatch, capsys):
+    def arm(run, console, extra, children):
+        if run == "seq2seq":
+            raise RuntimeError("pipe broke")
+        time.sleep(0.2)
+        return 0
+
+    calls = _fake_steps(monkeypatch, tmp_path, arm)
+    assert repro.run(params, tmp_path, jobs=2) == 1
+    assert len(calls) == 1  # no final step
+    out = capsys.readouterr().out
+    assert "[seq2seq] error: RuntimeError: pipe broke" in out and "failed: seq2seq" in out
+
+
 def test_one_job_is_plain_dvc_repro(params, tmp_path, monkeypatch):
-    calls = []
-    monkeypatch.setattr(repro.subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 0)
+    calls = _fake_steps(monkeypatch, tmp_path, None)
     assert repro.run(params, tmp_path, jobs=1, extra=["-f"]) == 0
     assert calls == [["dvc", "--wait-for-lock", "repro", "-f"]]

@@ -22,14 +22,16 @@ work of one such run, one run with two threads 1.4-1.9x (docs/benchmarks.md, "Th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nlpzoo.errors import PROJECT_ERRORS, error_line
@@ -81,40 +83,235 @@ class _Console:
         self.lock = threading.Lock()
 
     def say(self, line: str) -> None:
-        with self.lock:
+        # no terminal any more (SIGHUP): the run goes on without its lines
+        with self.lock, contextlib.suppress(OSError):
             print(line, flush=True)
+
+
+# An interrupt of `python -m nlpzoo repro` (Ctrl-C, SIGTERM, SIGHUP) stops every `dvc repro` it
+# started: SIGINT first, which DVC passes to the stage's command (a training run saves its resume
+# checkpoint) while it finishes writing dvc.lock, then SIGTERM, then SIGKILL, each to the child's
+# whole process group (the dvc process and the stage's command).
+INT_GRACE = 5.0  # seconds a stopped child has after SIGINT before SIGTERM
+TERM_GRACE = 3.0  # and after SIGTERM before SIGKILL
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the group's id was taken by another user's process: ours is gone
+        return False
+    return True
+
+
+def stop_groups(groups: Sequence[int], poll: Callable[[], None] = lambda: None) -> None:
+    """SIGINT to every process group of `groups`, SIGTERM to those still alive INT_GRACE seconds
+    later, SIGKILL to those alive TERM_GRACE seconds after that. `poll` (the parent's
+    `Popen.poll` of each child) reaps the group leaders that have exited."""
+    for sig, grace in ((signal.SIGINT, INT_GRACE), (signal.SIGTERM, TERM_GRACE), (None, 0.0)):
+        poll()
+        alive = [g for g in groups if _alive(g)]
+        if not alive:
+            return
+        for pgid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig or signal.SIGKILL)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            poll()
+            if not any(_alive(g) for g in alive):
+                return
+
+
+def _watch() -> None:
+    """The watchdog (`python -c ...`): reads `+PGID` and `-PGID` lines from the parent; when its
+    stdin ends without an `exit` line the parent died (SIGKILL), and it stops the groups left."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    groups: list[int] = []
+    for line in sys.stdin:
+        line = line.strip()
+        if line == "exit":
+            return
+        if line.startswith("+"):
+            groups.append(int(line[1:]))
+        elif line.startswith("-") and int(line[1:]) in groups:
+            groups.remove(int(line[1:]))
+    stop_groups(groups)
+
+
+class _Children:
+    """The `dvc repro` processes of one `run`, each in its own process group (its own session),
+    stopped together on SIGINT, SIGTERM or SIGHUP to this process, or by a watchdog process when
+    this one is killed."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: list[subprocess.Popen] = []
+        self.signum: int | None = None
+        self.stopped = 0  # children running when the signal came
+        self.stopper: threading.Thread | None = None
+        self.watchdog: subprocess.Popen | None = None
+
+    def _tell(self, line: str) -> None:
+        try:
+            assert self.watchdog is not None and self.watchdog.stdin is not None
+            self.watchdog.stdin.write(line + "\n")
+            self.watchdog.stdin.flush()
+        except (AssertionError, OSError, ValueError):
+            pass
+
+    def spawn(self, cmd: Sequence[str], **kwargs) -> subprocess.Popen | None:
+        """`Popen(cmd)` in a new session; None once an interrupt came (nothing new starts)."""
+        with self.lock:
+            if self.signum is not None:
+                return None
+            proc = subprocess.Popen(list(cmd), start_new_session=True, **kwargs)
+            self.procs.append(proc)
+            self._tell(f"+{proc.pid}")
+            return proc
+
+    def done(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            if self.signum is None:  # when stopping, the group may outlive its leader
+                self.procs.remove(proc)
+                self._tell(f"-{proc.pid}")
+
+    def call(self, cmd: Sequence[str], cwd: Path | None = None) -> int:
+        """`subprocess.call` that an interrupt ends gracefully (SIGINT, not `call`'s SIGKILL)."""
+        proc = self.spawn(cmd, cwd=cwd)
+        if proc is None:
+            return 1
+        try:
+            return proc.wait()
+        finally:
+            self.done(proc)
+
+    def _poll(self) -> None:
+        for proc in list(self.procs):
+            proc.poll()
+
+    def _stop(self) -> None:
+        with self.lock:
+            groups = [p.pid for p in self.procs]
+        self._poll()
+        self.stopped = sum(1 for g in groups if _alive(g))
+        stop_groups(groups, self._poll)
+
+    def _on_signal(self, signum: int, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+            self.stopper = threading.Thread(target=self._stop, daemon=True)
+            self.stopper.start()
+
+    def __enter__(self) -> _Children:
+        self.watchdog = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; sys.path.insert(0, sys.argv[1]); "
+                "from nlpzoo.repro import _watch; _watch()",
+                str(Path(__file__).parents[1]),
+            ],
+            stdin=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.handlers: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                self.handlers[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is not None and self.signum is None:  # an error here: stop the children too
+            with self.lock:
+                self.signum = -1
+            self._stop()
+        if self.stopper is not None:
+            self.stopper.join()
+        for sig, handler in self.handlers.items():
+            signal.signal(sig, handler)
+        self._tell("exit")
+        assert self.watchdog is not None
+        with contextlib.suppress(OSError):
+            self.watchdog.stdin.close()  # type: ignore[union-attr]
+        self.watchdog.wait()
 
 
 def _dvc(args: Sequence[str]) -> list[str]:
     return ["dvc", "--wait-for-lock", "repro", *args]
 
 
-def _run_arm(run: str, console: _Console, extra: Sequence[str]) -> int:
+def _run_arm(run: str, console: _Console, extra: Sequence[str], children: _Children) -> int:
     cmd = _dvc(["--single-item", *extra, f"train-{run}", f"evaluate-{run}"])
     console.say(f"[{run}] $ {' '.join(cmd)}")
-    proc = subprocess.Popen(
+    proc = children.spawn(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
     )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        console.say(f"[{run}] {line.rstrip()}")
-    return proc.wait()
+    if proc is None:
+        return 1
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            console.say(f"[{run}] {line.rstrip()}")
+        return proc.wait()
+    finally:
+        children.done(proc)
 
 
-def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
-    """The three steps above; the status of the first that failed (0 when all succeeded)."""
-    if jobs <= 1:
-        return subprocess.call(_dvc(extra), cwd=root)
-    started = time.monotonic()
-    status = subprocess.call(_dvc([*extra, *DATA_STAGES]), cwd=root)
-    if status:
-        return status
+def final_stages(root: Path, runs: Sequence[str]) -> list[str]:
+    """The stages of dvc.yaml (in its order, upstream first) that neither the data step nor the
+    runs' arms reproduce: the final step reproduces exactly these, so that each stage runs once
+    even under `--force`."""
+    import yaml
+
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    covered = set(DATA_STAGES) | {f"{s}-{r}" for r in runs for s in ("train", "evaluate")}
+    return [name for name in stages if name not in covered]
+
+
+def _prepare_tracking(params: dict) -> None:
     from nlpzoo.config import build
     from nlpzoo.params import MlflowConfig
     from nlpzoo.tracking import prepare_store
 
     prepare_store(build(MlflowConfig, params.get("mlflow"), "mlflow").experiment)
+
+
+def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
+    """The three steps above; the status of the first that failed (0 when all succeeded), or
+    128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped them."""
+    with _Children() as children:
+        status = _steps(params, root, jobs, extra, children)
+    if children.signum is not None and children.signum > 0:
+        name = signal.Signals(children.signum).name
+        n = children.stopped
+        with contextlib.suppress(OSError):
+            print(
+                f"interrupted ({name}): stopped {n} running stage{'s' * (n != 1)}; "
+                "`make repro` continues where they stopped",
+                file=sys.stderr,
+                flush=True,
+            )
+        return 128 + children.signum
+    return status
+
+
+def _steps(params: dict, root: Path, jobs: int, extra: Sequence[str], children: _Children) -> int:
+    if jobs <= 1:
+        return children.call(_dvc(extra), cwd=root)
+    started = time.monotonic()
+    status = children.call(_dvc([*extra, *DATA_STAGES]), cwd=root)
+    if status or children.signum is not None:
+        return status or 1
+    _prepare_tracking(params)
     queue = schedule(params, root)
+    runs = list(queue)
     console = _Console()
     console.say(f"runs, {jobs} at a time, longest first: {', '.join(queue)}")
     failed: list[str] = []
@@ -123,10 +320,15 @@ def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
     def worker() -> None:
         while True:
             with take:
-                if not queue or failed:
+                if not queue or failed or children.signum is not None:
                     return  # a failed run stops the handing out, as `dvc repro` stops
                 name = queue.pop(0)
-            if _run_arm(name, console, extra):
+            try:
+                code = _run_arm(name, console, extra, children)
+            except Exception as e:  # a failed worker is a failed run
+                console.say(f"[{name}] error: {type(e).__name__}: {e}")
+                code = 1
+            if code:
                 with take:
                     failed.append(name)
 
@@ -134,11 +336,14 @@ def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        while t.is_alive():
+            t.join(0.2)
+    if children.signum is not None:
+        return 1
     if failed:
         console.say(f"error: failed: {', '.join(failed)} (its output above, prefixed [RUN])")
         return 1
-    status = subprocess.call(_dvc(extra), cwd=root)
+    status = children.call(_dvc(["--single-item", *extra, *final_stages(root, runs)]), cwd=root)
     minutes = (time.monotonic() - started) / 60
     console.say(f"repro finished in {minutes:.1f} min with {jobs} runs side by side")
     return status
