@@ -278,9 +278,9 @@ def final_stages(root: Path, runs: Sequence[str]) -> list[str]:
 def _prepare_tracking(params: dict) -> None:
     from nlpzoo.config import build
     from nlpzoo.params import MlflowConfig
-    from nlpzoo.tracking import prepare_store
+    from nlpzoo.tracking import prepare_store_or_warn
 
-    prepare_store(build(MlflowConfig, params.get("mlflow"), "mlflow").experiment)
+    prepare_store_or_warn(build(MlflowConfig, params.get("mlflow"), "mlflow").experiment)
 
 
 def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
