@@ -297,7 +297,7 @@ def test_sigterm_makes_the_stage_fail_with_a_hint(monkeypatch, capsys):
 
 def test_checkpoint_every_minutes_and_steps_after_optimizer_steps(monkeypatch, tmp_path):
     clock = {"now": 0.0}
-    monkeypatch.setattr(training.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(training.resume.time, "monotonic", lambda: clock["now"])
     saved: list[int] = []
 
     class Trainer:  # what ResumeCheckpoint reads
