@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from nlpzoo.config import build
+from nlpzoo.curves import CURVE_FIELDS
 from nlpzoo.io import atomic_dir, atomic_open, atomic_write_json, global_rank, rank_zero_dir
 from nlpzoo.params import MlflowConfig
 from nlpzoo.tasks import Data, Fitted, Run, Task, load_model, task_of
@@ -44,7 +45,7 @@ __all__ = ["evaluate", "load_model", "train"]
 
 log = logging.getLogger(__name__)
 
-CURVE_HEADER = "epoch,step,train_loss,val_loss,val_ppl,seconds\n"
+CURVE_HEADER = ",".join(CURVE_FIELDS) + "\n"
 
 
 # --------------------------------------------------------------------------- train

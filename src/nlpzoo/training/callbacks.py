@@ -13,6 +13,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Timer
 
+from nlpzoo.curves import CURVE_FIELDS
 from nlpzoo.errors import TrainingError
 
 log = logging.getLogger("nlpzoo.training")  # the package's one logger
@@ -38,7 +39,7 @@ class NonFiniteLoss(pl.Callback):
 class CurveWriter(pl.Callback):
     """Per-epoch learning curve to `plots/RUN.csv` (rewritten each epoch) and to MLflow (rank 0)."""
 
-    FIELDS = ("epoch", "step", "train_loss", "val_loss", "val_ppl", "seconds")
+    FIELDS = CURVE_FIELDS
 
     def __init__(self, path: Path, tracker: Any = None) -> None:
         self.path = Path(path)
