@@ -9,12 +9,16 @@ import logging
 import random
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Checkpoint
+
+from nlpzoo.errors import ConfigError
 
 log = logging.getLogger("nlpzoo.training")  # the package's one logger
 
@@ -97,31 +101,81 @@ def fingerprint(settings: dict, arrays: list[np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def prepare_resume(ckpt_dir: Path, run_fingerprint: str) -> Path | None:
+def prepare_resume(
+    ckpt_dir: Path,
+    run_fingerprint: str,
+    parts: dict | None = None,
+    check: Callable[[dict], Any] | None = None,
+    abandon: Callable[[], Any] | None = None,
+) -> Path | None:
     """The checkpoint to resume from, or None to start fresh.
 
-    `ckpt_dir/fingerprint` records what the checkpoints belong to: the hash of the run's params
-    and data. A checkpoint is used only if it matches and loads (`weights_only=True`); otherwise
-    the folder is emptied and the new fingerprint written. Only rank 0 changes the folder.
+    `ckpt_dir/fingerprint` records what the checkpoints belong to: the hash of the run's params,
+    data, code and versions; `ckpt_dir/fingerprint.json` keeps `parts` (the code files' hashes,
+    the versions) to name what changed. A checkpoint is used only if it matches, loads
+    (`weights_only=True`) and passes `check` (e.g. its weights fit the model); otherwise one log
+    line says why, `abandon` is called (rank 0: end the interrupted run's MLflow run) when the
+    folder held an earlier run, the folder is emptied and the new fingerprint written. Only
+    rank 0 changes the folder.
     """
     from pytorch_lightning.utilities import rank_zero_only
 
     ckpt_dir = Path(ckpt_dir)
+    where = f"{ckpt_dir.parent.name}/{ckpt_dir.name}"
     path = ckpt_dir / ResumeCheckpoint.FILE
     stamp = ckpt_dir / "fingerprint"
     matches = stamp.is_file() and stamp.read_text().strip() == run_fingerprint
     if matches and path.is_file():
         try:
-            step = torch.load(path, map_location="cpu", weights_only=True)["global_step"]
-        except Exception as err:  # a truncated or foreign file: start over
-            log.warning("cannot read %s (%s); training starts fresh", path, err)
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            step = ckpt["global_step"]
+            if check is not None:
+                check(ckpt)
+        except Exception as err:  # a truncated or foreign file, weights of another shape
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            log.warning("%s: cannot load %s (%s); training from the start", where, path.name, first)
         else:
             log.info("resuming from %s (step %d)", path, step)
             return path
     elif stamp.is_file():
-        log.info("checkpoints in %s are for other params or data; training starts fresh", ckpt_dir)
+        log.warning("%s: %s; training from the start", where, _what_changed(ckpt_dir, parts))
     if rank_zero_only.rank == 0:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        if stamp.is_file() and abandon is not None:
+            abandon()
+        remove_checkpoints(ckpt_dir)
         ckpt_dir.mkdir(parents=True)
+        if parts is not None:
+            (ckpt_dir / "fingerprint.json").write_text(json.dumps(parts, sort_keys=True) + "\n")
         (ckpt_dir / "fingerprint").write_text(run_fingerprint + "\n")
     return None
+
+
+def _what_changed(ckpt_dir: Path, parts: dict | None) -> str:
+    """What differs between the checkpoints' recorded parts and `parts`, in words."""
+    try:
+        before = json.loads((ckpt_dir / "fingerprint.json").read_text())
+    except (OSError, ValueError):
+        before = None
+    if not isinstance(before, dict) or parts is None:
+        return "written for other params, data or code"
+    old, new = before.get("code", {}), parts.get("code", {})
+    changed = sorted(f for f in set(old) | set(new) if old.get(f) != new.get(f))
+    if changed:
+        shown = ", ".join(changed[:3]) + (
+            f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        )
+        return f"written by other code ({shown} changed)"
+    old, new = before.get("versions", {}), parts.get("versions", {})
+    changed = [f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(new) if old.get(k) != new.get(k)]
+    if changed:
+        return f"written with other versions ({', '.join(changed)})"
+    return "written for other params or data"
+
+
+def remove_checkpoints(ckpt_dir: Path) -> None:
+    """Delete a run's checkpoint folder, refusing any path that is not a folder directly inside
+    a `checkpoints/` folder (a run name such as `..` must never empty the project)."""
+    resolved = Path(ckpt_dir).resolve()
+    if resolved.parent.name != "checkpoints" or resolved.name in ("", ".", ".."):
+        raise ConfigError(f"refusing to delete {ckpt_dir}: not a run's folder inside checkpoints/")
+    shutil.rmtree(resolved, ignore_errors=True)
