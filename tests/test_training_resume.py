@@ -387,3 +387,29 @@ def test_unloadable_checkpoint_starts_fresh_without_a_traceback(project, monkeyp
         torch.save(ckpt, path)
     stats = _train(monkeypatch, params, run, project, _FirstStep(starts))
     assert starts == [0, 0] and stats["epochs"] == 1
+
+
+class _Slow(pl.Callback):
+    """Each training batch takes at least `seconds` (a known floor for the fitting time)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        time.sleep(self.seconds)
+
+
+def test_resumed_run_reports_time_and_throughput_over_the_whole_training(project, monkeypatch):
+    """fit_seconds adds the killed process's seconds up to its checkpoint, so the throughput is
+    the tokens of all epochs over the time of both processes, not several times too high."""
+    run, starts, pause = "nnlm", [], 0.2
+    params = tiny_params(run)
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        _train(monkeypatch, params, run, project, _Slow(pause), KillAt(47), _FirstStep(starts))
+    signal.signal(signal.SIGINT, handler)
+    stats = _train(monkeypatch, params, run, project, _FirstStep(starts))  # fast after the resume
+    assert starts == [0, 40]
+    assert stats["fit_seconds"] >= pause * 40  # the 40 slow steps of the checkpoint resumed from
+    tokens = int(np.load(project / "data" / "vocab" / "lm" / "train.npy").size) * 2  # 2 epochs
+    assert stats["train_tokens_per_s"] == pytest.approx(tokens / stats["fit_seconds"], rel=0.01)

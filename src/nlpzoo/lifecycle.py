@@ -274,7 +274,8 @@ def _fit_lightning(
     )
     t0 = time.time()
     trainer.fit(module, ckpt_path=resume, weights_only=True, datamodule=datamodule)
-    seconds = time.time() - t0
+    # over the whole training: this process's and those before a resume (their checkpoint's)
+    seconds = time.time() - t0 + _seconds_before(trainer)
     world = max(trainer.world_size, 1)
     # every rank's; a run resumed after its last epoch trained nothing more
     predictions = int(trainer.callback_metrics.get("train/predictions", module.predictions))
@@ -305,6 +306,17 @@ def _fit_lightning(
         **task.fit_stats(data, fitted),
     }
     return module.model, stats
+
+
+def _seconds_before(trainer: Any) -> float:
+    """Fitting seconds of the processes before a resume, from the checkpoint resumed from."""
+    from nlpzoo.training import ResumeCheckpoint
+
+    metric = trainer.callback_metrics.get(ResumeCheckpoint.METRIC)
+    if metric is not None:
+        return float(metric)
+    cb = next((c for c in trainer.callbacks if isinstance(c, ResumeCheckpoint)), None)
+    return cb.seconds_before if cb is not None else 0.0
 
 
 def _fraction(limit: int | float, datamodule: Any) -> float:

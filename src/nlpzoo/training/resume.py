@@ -58,12 +58,31 @@ class ResumeCheckpoint(Checkpoint):
     """
 
     FILE = "resume.ckpt"
+    METRIC = "train/seconds_before"  # in callback_metrics once training ends (ddp_spawn too)
 
     def __init__(self, dirpath: Path, every_steps: int = 0, every_minutes: float = 0.0) -> None:
         self.dirpath = Path(dirpath)
         self.every_steps, self.every_minutes = every_steps, every_minutes
         self._last_time = time.monotonic()
         self._last_step = -1
+        # fitting seconds of the processes before a resume (up to the checkpoint resumed from),
+        # so that fit_seconds and the throughput cover the whole training
+        self.seconds_before = 0.0
+        self._fit_t0 = time.monotonic()
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self._fit_t0 = time.monotonic()
+
+    def state_dict(self) -> dict:
+        return {"fit_seconds": self.seconds_before + time.monotonic() - self._fit_t0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seconds_before = float(state.get("fit_seconds", 0.0))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        trainer.callback_metrics[self.METRIC] = torch.tensor(
+            self.seconds_before, dtype=torch.float64
+        )
 
     @property
     def path(self) -> Path:
