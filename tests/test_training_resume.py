@@ -413,3 +413,17 @@ def test_resumed_run_reports_time_and_throughput_over_the_whole_training(project
     assert stats["fit_seconds"] >= pause * 40  # the 40 slow steps of the checkpoint resumed from
     tokens = int(np.load(project / "data" / "vocab" / "lm" / "train.npy").size) * 2  # 2 epochs
     assert stats["train_tokens_per_s"] == pytest.approx(tokens / stats["fit_seconds"], rel=0.01)
+
+
+def test_checkpoints_outside_the_checkpoints_folder_are_never_deleted(tmp_path):
+    from nlpzoo.errors import ConfigError
+
+    (tmp_path / "checkpoints" / "run").mkdir(parents=True)
+    (tmp_path / "keep.txt").write_text("project file")
+    with pytest.raises(ConfigError, match="refusing to delete"):
+        training.remove_checkpoints(tmp_path / "checkpoints" / "..")  # a run named '..'
+    with pytest.raises(ConfigError):
+        training.prepare_resume(tmp_path / "checkpoints" / "..", "a" * 64)
+    assert (tmp_path / "keep.txt").is_file()
+    training.remove_checkpoints(tmp_path / "checkpoints" / "run")
+    assert not (tmp_path / "checkpoints" / "run").exists() and (tmp_path / "checkpoints").is_dir()

@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import math
-import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -87,7 +86,9 @@ def train(params: dict, name: str, root: Path) -> dict:
         tracker.finish("FAILED")
         raise
     if run.family.neural and global_rank() == 0:
-        shutil.rmtree(run.ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
+        from nlpzoo.training import remove_checkpoints  # refuses a path outside checkpoints/
+
+        remove_checkpoints(run.ckpt_dir)  # a finished run leaves no scratch behind
     tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
     tracker.log_artifact(run.plots_path)
     _log_model(run, tracker)

@@ -20,6 +20,7 @@ from nlpzoo.training.resume import (
     ResumeCheckpoint,
     fingerprint,
     prepare_resume,
+    remove_checkpoints,
     rng_state,
     set_rng_state,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "make_optimizer",
     "make_trainer",
     "prepare_resume",
+    "remove_checkpoints",
     "rng_state",
     "set_rng_state",
 ]
