@@ -140,3 +140,13 @@ def test_every_vector_run_trains_and_goes_through_the_vector_protocol(project, r
         assert len(losses) == stats["epochs"] == epochs and losses[-1] < losses[0], losses
     neighbours = json.loads((project / "eval" / run / "neighbours.json").read_text())
     assert isinstance(neighbours, dict)
+
+
+def test_both_curve_writers_use_the_one_list_of_columns(tmp_path):
+    from nlpzoo.curves import CURVE_FIELDS
+    from nlpzoo.training import CurveWriter
+
+    assert ",".join(CURVE_FIELDS) + "\n" == lifecycle.CURVE_HEADER
+    writer = CurveWriter(tmp_path / "c.csv")
+    writer.write()
+    assert (tmp_path / "c.csv").read_text().splitlines()[0] == ",".join(CURVE_FIELDS)

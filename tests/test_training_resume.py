@@ -297,7 +297,7 @@ def test_sigterm_makes_the_stage_fail_with_a_hint(monkeypatch, capsys):
 
 def test_checkpoint_every_minutes_and_steps_after_optimizer_steps(monkeypatch, tmp_path):
     clock = {"now": 0.0}
-    monkeypatch.setattr(training.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(training.resume.time, "monotonic", lambda: clock["now"])
     saved: list[int] = []
 
     class Trainer:  # what ResumeCheckpoint reads
@@ -321,3 +321,109 @@ def test_checkpoint_every_minutes_and_steps_after_optimizer_steps(monkeypatch, t
             cb.on_train_batch_end(Trainer, None, None, None, step)
             cb.on_train_batch_end(Trainer, None, None, None, step)  # no new optimizer step
         assert saved == expected
+
+
+def _killed(monkeypatch, params: dict, run: str, root: Path, at: int, starts: list) -> None:
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        _train(monkeypatch, params, run, root, KillAt(at), _FirstStep(starts))
+    signal.signal(signal.SIGINT, handler)
+    assert (root / "checkpoints" / run / "resume.ckpt").is_file()
+
+
+def test_changed_code_starts_fresh_and_ends_the_old_mlflow_run(tmp_path, monkeypatch, caplog):
+    """A checkpoint written by other code (one code dep's hash differs) is not resumed: one log
+    line names the file, the interrupted MLflow run ends KILLED, a new one trains from step 0."""
+    from mlflow import MlflowClient
+
+    root = make_project(tmp_path / "proj")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    run, starts = "nnlm", []
+    params = tiny_params(run, max_epochs=1)
+    _killed(monkeypatch, params, run, root, 25, starts)
+    old = json.loads((root / "checkpoints" / run / "mlflow_run.json").read_text())["run_id"]
+    real = lifecycle._hash_file
+    edited = "src/nlpzoo/models/nnlm.py"
+    monkeypatch.setattr(
+        lifecycle, "_hash_file", lambda p: "0" * 64 if p.as_posix().endswith(edited) else real(p)
+    )
+    with caplog.at_level("WARNING"):
+        _train(monkeypatch, params, run, root, _FirstStep(starts))
+    assert starts == [0, 0]
+    lines = [r.getMessage() for r in caplog.records if "training from the start" in r.getMessage()]
+    assert lines == [
+        f"checkpoints/{run}: written by other code ({edited} changed); training from the start"
+    ]
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_run(old).info.status == "KILLED"
+    new = json.loads((root / "models" / run / "mlflow_run.json").read_text())["run_id"]
+    assert new != old and client.get_run(new).info.status == "FINISHED"
+
+
+def test_other_torch_version_starts_fresh(project, monkeypatch, caplog):
+    run, starts = "nnlm", []
+    params = tiny_params(run, max_epochs=1)
+    _killed(monkeypatch, params, run, project, 25, starts)
+    monkeypatch.setattr(torch, "__version__", "0.0.1")
+    with caplog.at_level("WARNING"):
+        _train(monkeypatch, params, run, project, _FirstStep(starts))
+    assert starts == [0, 0]
+    assert "written with other versions (torch " in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "other_weights"])
+def test_unloadable_checkpoint_starts_fresh_without_a_traceback(project, monkeypatch, damage):
+    run, starts = "nnlm", []
+    params = tiny_params(run, max_epochs=1)
+    _killed(monkeypatch, params, run, project, 25, starts)
+    path = project / "checkpoints" / run / "resume.ckpt"
+    if damage == "corrupt":
+        path.write_bytes(path.read_bytes()[:100])
+    else:  # weights of another shape: load_state_dict would fail inside Trainer.fit
+        ckpt = torch.load(path, weights_only=True)
+        key = next(iter(ckpt["state_dict"]))
+        ckpt["state_dict"][key] = torch.zeros(3, 3)
+        torch.save(ckpt, path)
+    stats = _train(monkeypatch, params, run, project, _FirstStep(starts))
+    assert starts == [0, 0] and stats["epochs"] == 1
+
+
+class _Slow(pl.Callback):
+    """Each training batch takes at least `seconds` (a known floor for the fitting time)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        time.sleep(self.seconds)
+
+
+def test_resumed_run_reports_time_and_throughput_over_the_whole_training(project, monkeypatch):
+    """fit_seconds adds the killed process's seconds up to its checkpoint, so the throughput is
+    the tokens of all epochs over the time of both processes, not several times too high."""
+    run, starts, pause = "nnlm", [], 0.2
+    params = tiny_params(run)
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        _train(monkeypatch, params, run, project, _Slow(pause), KillAt(47), _FirstStep(starts))
+    signal.signal(signal.SIGINT, handler)
+    stats = _train(monkeypatch, params, run, project, _FirstStep(starts))  # fast after the resume
+    assert starts == [0, 40]
+    assert stats["fit_seconds"] >= pause * 40  # the 40 slow steps of the checkpoint resumed from
+    tokens = int(np.load(project / "data" / "vocab" / "lm" / "train.npy").size) * 2  # 2 epochs
+    assert stats["train_tokens_per_s"] == pytest.approx(tokens / stats["fit_seconds"], rel=0.01)
+
+
+def test_checkpoints_outside_the_checkpoints_folder_are_never_deleted(tmp_path):
+    from nlpzoo.errors import ConfigError
+
+    (tmp_path / "checkpoints" / "run").mkdir(parents=True)
+    (tmp_path / "keep.txt").write_text("project file")
+    with pytest.raises(ConfigError, match="refusing to delete"):
+        training.remove_checkpoints(tmp_path / "checkpoints" / "..")  # a run named '..'
+    with pytest.raises(ConfigError):
+        training.prepare_resume(tmp_path / "checkpoints" / "..", "a" * 64)
+    assert (tmp_path / "keep.txt").is_file()
+    training.remove_checkpoints(tmp_path / "checkpoints" / "run")
+    assert not (tmp_path / "checkpoints" / "run").exists() and (tmp_path / "checkpoints").is_dir()

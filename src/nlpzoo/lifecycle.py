@@ -25,16 +25,17 @@ Layout written for run RUN (every path relative to the project root):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
-import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from nlpzoo.config import build
+from nlpzoo.curves import CURVE_FIELDS
 from nlpzoo.io import atomic_dir, atomic_open, atomic_write_json, global_rank, rank_zero_dir
 from nlpzoo.params import MlflowConfig
 from nlpzoo.tasks import Data, Fitted, Run, Task, load_model, task_of
@@ -44,7 +45,7 @@ __all__ = ["evaluate", "load_model", "train"]
 
 log = logging.getLogger(__name__)
 
-CURVE_HEADER = "epoch,step,train_loss,val_loss,val_ppl,seconds\n"
+CURVE_HEADER = ",".join(CURVE_FIELDS) + "\n"
 
 
 # --------------------------------------------------------------------------- train
@@ -85,7 +86,9 @@ def train(params: dict, name: str, root: Path) -> dict:
         tracker.finish("FAILED")
         raise
     if run.family.neural and global_rank() == 0:
-        shutil.rmtree(run.ckpt_dir, ignore_errors=True)  # a finished run leaves no scratch behind
+        from nlpzoo.training import remove_checkpoints  # refuses a path outside checkpoints/
+
+        remove_checkpoints(run.ckpt_dir)  # a finished run leaves no scratch behind
     tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
     tracker.log_artifact(run.plots_path)
     _log_model(run, tracker)
@@ -146,11 +149,24 @@ def _open_tracker(run: Run, resuming: bool) -> Tracker:
 
 
 def _prepare_resume(run: Run, task: Task, data: Data) -> Path | None:
-    """The checkpoint of an interrupted run of the same params and data to resume from
-    (docs/design.md §8), or None: checkpoints/RUN/ is then emptied for a fresh start."""
+    """The checkpoint of an interrupted run of the same params, data, code and versions to
+    resume from (docs/design.md §8), or None: checkpoints/RUN/ is then emptied for a fresh start
+    (and the interrupted run's MLflow run ended as KILLED). The code is the files DVC gives the
+    run's train stage (`pipeline.run_code`); a checkpoint whose weights do not fit the model
+    built from the run's config is not resumed either."""
+    import pytorch_lightning
+    import torch
+
     from nlpzoo.training import fingerprint, prepare_resume
 
     extra, arrays = task.fingerprint(data)
+    parts = {
+        "code": _code_hashes(run),
+        "versions": {
+            "torch": torch.__version__,
+            "pytorch_lightning": pytorch_lightning.__version__,
+        },
+    }
     settings = {
         "run": run.name,
         "family": run.spec.family,
@@ -158,8 +174,60 @@ def _prepare_resume(run: Run, task: Task, data: Data) -> Path | None:
         "trainer": run.trainer.result_settings(),
         "seed": run.seed,
         **extra,
+        **parts,
     }
-    return prepare_resume(run.ckpt_dir, fingerprint(settings, arrays))
+
+    def check(ckpt: dict) -> None:  # the weights fit the model (raises otherwise)
+        _new_module(run, data).load_state_dict(ckpt["state_dict"])
+
+    return prepare_resume(
+        run.ckpt_dir,
+        fingerprint(settings, arrays),
+        parts=parts,
+        check=check,
+        abandon=lambda: _end_abandoned_run(run),
+    )
+
+
+def _code_hashes(run: Run) -> dict[str, str]:
+    """SHA-256 of each source file the run's train stage executes, by repository path: the
+    stage's code deps in dvc.yaml (`pipeline.run_code`) of the checkout the code runs from;
+    every file of the package when it runs from elsewhere (an installed copy)."""
+    import nlpzoo
+    from nlpzoo import pipeline
+
+    pkg = Path(nlpzoo.__file__).resolve().parent
+    code_root = pkg.parent.parent
+    if pipeline.package_dir(code_root) == pkg and (code_root / "stages" / "train.py").is_file():
+        files = pipeline.run_code(code_root, "train", run.spec.family)
+    else:
+        files = sorted(p.relative_to(code_root).as_posix() for p in pkg.rglob("*.py"))
+    return {f: _hash_file(code_root / f) for f in files}
+
+
+def _hash_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _end_abandoned_run(run: Run) -> None:
+    """The MLflow run recorded in checkpoints/RUN/ (an interrupted run not resumed) ends as
+    KILLED, not left RUNNING; an unreachable MLflow only warns."""
+    from nlpzoo.tracking import RUN_FILE
+
+    if not (run.ckpt_dir / RUN_FILE).is_file():
+        return
+    try:
+        Tracker.resume(run.ckpt_dir, run.name).finish("KILLED")
+    except Exception as err:  # an unreadable record: nothing to end
+        log.warning("run '%s': cannot end the abandoned MLflow run (%s)", run.name, err)
+
+
+def _new_module(run: Run, data: Data) -> Any:
+    from nlpzoo import training
+
+    return training.FamilyModule(
+        run.spec.family, asdict(run.config), data.vocab_size, run=run.name, counts=data.counts
+    )
 
 
 def _fit_direct(run: Run, task: Task, data: Data, folder: Path) -> tuple[Any, dict]:
@@ -194,9 +262,7 @@ def _fit_lightning(
     from nlpzoo import training
 
     torch.manual_seed(run.seed)  # the initial weights follow the params' seed
-    module = training.FamilyModule(
-        run.spec.family, asdict(run.config), data.vocab_size, run=run.name, counts=data.counts
-    )
+    module = _new_module(run, data)
     datamodule = task.datamodule(run, data)
     trainer = training.make_trainer(
         run.trainer,
@@ -209,7 +275,8 @@ def _fit_lightning(
     )
     t0 = time.time()
     trainer.fit(module, ckpt_path=resume, weights_only=True, datamodule=datamodule)
-    seconds = time.time() - t0
+    # over the whole training: this process's and those before a resume (their checkpoint's)
+    seconds = time.time() - t0 + _seconds_before(trainer)
     world = max(trainer.world_size, 1)
     # every rank's; a run resumed after its last epoch trained nothing more
     predictions = int(trainer.callback_metrics.get("train/predictions", module.predictions))
@@ -240,6 +307,17 @@ def _fit_lightning(
         **task.fit_stats(data, fitted),
     }
     return module.model, stats
+
+
+def _seconds_before(trainer: Any) -> float:
+    """Fitting seconds of the processes before a resume, from the checkpoint resumed from."""
+    from nlpzoo.training import ResumeCheckpoint
+
+    metric = trainer.callback_metrics.get(ResumeCheckpoint.METRIC)
+    if metric is not None:
+        return float(metric)
+    cb = next((c for c in trainer.callbacks if isinstance(c, ResumeCheckpoint)), None)
+    return cb.seconds_before if cb is not None else 0.0
 
 
 def _fraction(limit: int | float, datamodule: Any) -> float:

@@ -1,0 +1,68 @@
+"""The Trainer factory: the `trainer:` section of params, callbacks, the checkpoint writer."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+from nlpzoo.params import LIGHTNING_KEYS, TrainerConfig
+from nlpzoo.training.callbacks import CurveWriter, NonFiniteLoss, Progress
+from nlpzoo.training.checkpoint_io import LocalCheckpointIO
+from nlpzoo.training.resume import ResumeCheckpoint
+
+
+def make_trainer(
+    cfg: TrainerConfig,
+    run: str,
+    plots_path: Path,
+    ckpt_dir: Path,
+    tracker: Any,
+    seed: int,
+    validate: bool = True,
+) -> pl.Trainer:
+    """A Trainer from the `trainer:` section; DDP settings reach Lightning unchanged.
+
+    `validate=False` for families without a held-out objective (word vectors): no early
+    stopping, and the last weights are the result.
+    """
+    from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    # the folder holds the resume fingerprint (and, when resuming, the earlier checkpoints)
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+    pl.seed_everything(seed, workers=True, verbose=False)
+    callbacks: list[pl.Callback] = [
+        NonFiniteLoss(run),
+        CurveWriter(plots_path, tracker),
+        ModelCheckpoint(
+            dirpath=ckpt_dir,
+            filename="best",
+            monitor="val/ppl" if validate else None,
+            mode="min",
+            save_top_k=1 if validate else 0,  # 0: saves nothing (the last weights are kept)
+            save_last=False,  # resume.ckpt holds the last state already
+        ),
+        ResumeCheckpoint(ckpt_dir, cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes),
+        Progress(run, cfg.progress_every_percent, cfg.progress_every_seconds),
+    ]
+    if validate and cfg.early_stopping_patience:
+        callbacks.append(
+            EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
+        )
+    kwargs = {k: v for k, v in asdict(cfg).items() if k in LIGHTNING_KEYS}
+    return pl.Trainer(
+        **kwargs,
+        callbacks=callbacks,
+        logger=False,  # MLflow is driven by nlpzoo.tracking; Lightning's loggers stay off
+        enable_model_summary=False,
+        use_distributed_sampler=False,  # nlpzoo.data.lm shards by rank itself (BPTT rows)
+        num_sanity_val_steps=0,
+        default_root_dir=str(ckpt_dir),
+        plugins=[LocalCheckpointIO()],
+    )
