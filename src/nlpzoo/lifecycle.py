@@ -260,6 +260,7 @@ def _fit_lightning(
     import torch
 
     from nlpzoo import training
+    from nlpzoo.training.checkpoint_io import save_model
 
     torch.manual_seed(run.seed)  # the initial weights follow the params' seed
     module = _new_module(run, data)
@@ -291,7 +292,7 @@ def _fit_lightning(
         "counts": data.counts,
         "state_dict": module.model.state_dict(),
     }
-    torch.save(blob, folder / "model.pt")
+    save_model(blob, folder / "model.pt")  # fsynced; a full disk: OSError(ENOSPC)
     fitted = Fitted(
         epochs=int(trainer.current_epoch),
         seconds=seconds,
