@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import os
 import re
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
 from nlpzoo.models.nnlm import NNLM, Config
 from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, make_optimizer, make_trainer
+from nlpzoo.training.trainer import local_checkpoint_io, on_gpu
 
 V = 17
 N1 = 2  # context size of the tiny models
@@ -310,3 +312,81 @@ def test_every_adam_family_gets_its_config_betas_through_the_module():
         opt = out["optimizer"] if isinstance(out, dict) else out
         assert {g["betas"] for g in opt.param_groups} == {betas}, family
         assert {g["eps"] for g in opt.param_groups} == {cfg.adam_eps}, family
+
+
+# ------------------------------------------------------- checkpoint writer and GPU determinism
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    ["auto", "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "single_device"],
+)
+def test_local_checkpoint_writer_in_one_process_and_under_ddp(strategy):
+    assert local_checkpoint_io(strategy)
+
+
+@pytest.mark.parametrize(
+    "strategy", ["fsdp", "fsdp_cpu_offload", "deepspeed", "deepspeed_stage_3", "xla", "single_xla"]
+)
+def test_no_checkpoint_plugin_for_strategies_with_their_own_writer(strategy):
+    assert not local_checkpoint_io(strategy)
+
+
+def test_checkpoint_writer_decided_from_strategy_objects():
+    from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, SingleDeviceStrategy
+
+    assert local_checkpoint_io(DDPStrategy())
+    assert local_checkpoint_io(SingleDeviceStrategy(device=torch.device("cpu")))
+    assert not local_checkpoint_io(FSDPStrategy())
+    assert not local_checkpoint_io("auto", accelerator="tpu")
+
+
+def test_make_trainer_passes_the_checkpoint_writer_only_when_it_applies(tmp_path, monkeypatch):
+    from pytorch_lightning.plugins import TorchCheckpointIO
+
+    from nlpzoo.training import LocalCheckpointIO
+
+    trainer = make_trainer(trainer_config(), "tiny", tmp_path / "c.csv", tmp_path, None, seed=0)
+    assert isinstance(trainer.strategy.checkpoint_io, LocalCheckpointIO)
+    # a strategy with its own writer: make_trainer passes no plugin (Lightning's stays)
+    seen = {}
+    monkeypatch.setattr(
+        "nlpzoo.training.trainer.pl.Trainer", lambda **kw: seen.update(kw) or "trainer"
+    )
+    make_trainer(trainer_config(strategy="fsdp"), "t", tmp_path / "c.csv", tmp_path, None, 0)
+    assert seen["plugins"] is None
+    make_trainer(trainer_config(strategy="ddp"), "t", tmp_path / "c.csv", tmp_path, None, 0)
+    assert [type(p) for p in seen["plugins"]] == [LocalCheckpointIO]
+    assert issubclass(LocalCheckpointIO, TorchCheckpointIO)
+
+
+@pytest.mark.parametrize(
+    "accelerator, cuda, gpu",
+    [
+        ("cpu", True, False),
+        ("cpu", False, False),
+        ("gpu", False, True),
+        ("cuda", False, True),
+        ("auto", True, True),
+        ("auto", False, False),
+    ],
+)
+def test_deterministic_kernels_exactly_when_on_a_gpu(tmp_path, monkeypatch, accelerator, cuda, gpu):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    assert on_gpu(accelerator) is gpu
+    seen = {}
+    monkeypatch.setattr(
+        "nlpzoo.training.trainer.pl.Trainer", lambda **kw: seen.update(kw) or "trainer"
+    )
+    cfg = trainer_config(accelerator=accelerator)
+    make_trainer(cfg, "t", tmp_path / "c.csv", tmp_path, None, seed=0)
+    assert seen["deterministic"] is gpu  # the CPU keeps params' False
+    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == (":4096:8" if gpu else None)
+
+
+def test_a_cublas_workspace_already_set_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    monkeypatch.setattr("nlpzoo.training.trainer.pl.Trainer", lambda **kw: kw)
+    kw = make_trainer(trainer_config(accelerator="gpu"), "t", tmp_path / "c", tmp_path, None, 0)
+    assert kw["deterministic"] is True and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -16,6 +17,44 @@ from nlpzoo.training.checkpoint_io import LocalCheckpointIO
 from nlpzoo.training.resume import ResumeCheckpoint
 
 
+def local_checkpoint_io(strategy: Any, accelerator: Any = "auto") -> bool:
+    """Whether checkpoints go through `LocalCheckpointIO`: only in one process or under DDP
+    (rank 0 writes the whole state). Sharded or XLA strategies (fsdp, deepspeed, xla) save
+    through their own writers and get no checkpoint plugin."""
+    from pytorch_lightning.strategies import (
+        DDPStrategy,
+        DeepSpeedStrategy,
+        SingleDeviceStrategy,
+        SingleDeviceXLAStrategy,
+        StrategyRegistry,
+        XLAStrategy,
+    )
+
+    if isinstance(strategy, str):
+        if strategy == "auto":
+            return not (isinstance(accelerator, str) and accelerator in ("tpu", "xla"))
+        if strategy not in StrategyRegistry:
+            return False
+        cls = StrategyRegistry[strategy]["strategy"]
+    else:
+        cls = type(strategy)
+    own_writer = issubclass(cls, (XLAStrategy, SingleDeviceXLAStrategy, DeepSpeedStrategy))
+    return issubclass(cls, (DDPStrategy, SingleDeviceStrategy)) and not own_writer
+
+
+def on_gpu(accelerator: Any) -> bool:
+    """Whether the run's accelerator resolves to a CUDA GPU ("gpu", "cuda", or "auto" on a
+    machine with one)."""
+    from pytorch_lightning.accelerators import CUDAAccelerator
+
+    if isinstance(accelerator, CUDAAccelerator):
+        return True
+    if isinstance(accelerator, str):
+        name = accelerator.lower()
+        return name in ("gpu", "cuda") or (name == "auto" and torch.cuda.is_available())
+    return False
+
+
 def make_trainer(
     cfg: TrainerConfig,
     run: str,
@@ -28,7 +67,9 @@ def make_trainer(
     """A Trainer from the `trainer:` section; DDP settings reach Lightning unchanged.
 
     `validate=False` for families without a held-out objective (word vectors): no early
-    stopping, and the last weights are the result.
+    stopping, and the last weights are the result. On a GPU the kernels are deterministic
+    (`deterministic=True`, cuBLAS's workspace fixed): a rerun gives the same numbers. On a CPU
+    nothing changes.
     """
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
@@ -56,6 +97,11 @@ def make_trainer(
             EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
         )
     kwargs = {k: v for k, v in asdict(cfg).items() if k in LIGHTNING_KEYS}
+    if on_gpu(cfg.accelerator):
+        if not kwargs.get("deterministic"):  # "warn" from params stays
+            kwargs["deterministic"] = True
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+    plugins = [LocalCheckpointIO()] if local_checkpoint_io(cfg.strategy, cfg.accelerator) else []
     return pl.Trainer(
         **kwargs,
         callbacks=callbacks,
@@ -64,5 +110,5 @@ def make_trainer(
         use_distributed_sampler=False,  # nlpzoo.data.lm shards by rank itself (BPTT rows)
         num_sanity_val_steps=0,
         default_root_dir=str(ckpt_dir),
-        plugins=[LocalCheckpointIO()],
+        plugins=plugins or None,
     )
