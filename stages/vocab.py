@@ -7,7 +7,6 @@ Reads data/prepared/ROLE/ and params `vocab.ROLE`; writes data/vocab/ROLE/.
 from nlpzoo.cli import root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.vocab import build_lm_vocab, build_mt_vocab
-from nlpzoo.errors import DataError
 from nlpzoo.params import LMVocabConfig, MTVocabConfig, load_params
 
 
@@ -22,17 +21,7 @@ def main(argv: list[str]) -> None:
         )
     else:
         cfg = build(MTVocabConfig, section, "vocab.mt")
-        try:
-            build_mt_vocab(cfg, prepared_dir=prepared, out_dir=out, seed=int(params.get("seed", 0)))
-        except RuntimeError as e:  # SentencePiece's trainer: a size this text cannot give
-            if "vocabulary size" not in str(e).lower():
-                raise
-            reason = str(e).strip().splitlines()[-1]
-            raise DataError(
-                f"vocab.mt.vocab_size {cfg.vocab_size} does not fit the training text "
-                f"(SentencePiece: {reason}); change vocab.mt.vocab_size, or lower "
-                "vocab.mt.character_coverage to map rare characters to <unk>"
-            ) from None
+        build_mt_vocab(cfg, prepared_dir=prepared, out_dir=out, seed=int(params.get("seed", 0)))
 
 
 if __name__ == "__main__":

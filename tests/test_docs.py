@@ -220,3 +220,61 @@ def test_readme_layout_lists_every_module() -> None:
     assert len(listed) > 20, "the Layout block was not found or not parsed"
     assert not listed - on_disk, f"README Layout lists missing modules {sorted(listed - on_disk)}"
     assert not on_disk - listed, f"README Layout omits modules {sorted(on_disk - listed)}"
+
+
+# A documented call `name(a, b[, c])` in design.md: the code span's name and its parameters.
+SIGNATURE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([a-z_]\w*)\(([\w, \[\]=]*)\)")
+
+
+def _defined_signatures() -> dict[str, list[list[str]]]:
+    """Every function and method of src/nlpzoo by name -> the positional parameters of each
+    definition (`self` left out), read with `ast`."""
+    import ast
+
+    found: dict[str, list[list[str]]] = {}
+    for path in sorted((ROOT / "src" / "nlpzoo").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+                found.setdefault(node.name, []).append([a for a in args if a != "self"])
+    return found
+
+
+def _documented_signatures(text: str) -> list[tuple[str, list[str]]]:
+    """(name, parameters) of each call written in a code span, optional `[...]` parts dropped."""
+    calls = []
+    for span in CODE_SPAN.findall(text):
+        m = SIGNATURE.match(span)
+        if m is None:
+            continue
+        name, params = m.groups()
+        params = re.sub(r"\[[^\]]*\]", "", params)
+        calls.append((name, [p.split("=")[0].strip() for p in params.split(",") if p.strip()]))
+    return calls
+
+
+def test_design_signatures_match_the_code() -> None:
+    """Each function design.md writes with its parameters (`manual_step(batch, progress,
+    progress_end)`, `build(cls, section, where)`, ...) is defined in src/nlpzoo with those leading
+    parameters, by at least one definition of that name; names the project does not define (a
+    library's) are left out."""
+    defined = _defined_signatures()
+    calls = _documented_signatures(_text(ROOT / "docs" / "design.md"))
+    checked, wrong = 0, []
+    for name, params in calls:
+        if name not in defined:
+            continue
+        checked += 1
+        if not any(d[: len(params)] == params for d in defined[name]):
+            wrong.append(f"{name}({', '.join(params)}): defined as {defined[name][:3]}")
+    assert checked >= 10, "the signature pattern found too few documented calls"
+    assert not wrong, "design.md documents signatures the code does not have:\n" + "\n".join(wrong)
+
+
+def test_the_signature_check_sees_a_wrong_signature() -> None:
+    defined = _defined_signatures()
+    ((name, params),) = _documented_signatures("`manual_step(batch, progress)` and `x` alone")
+    assert (name, params) == ("manual_step", ["batch", "progress"])
+    assert any(d[:2] == params for d in defined[name])  # a prefix is accepted
+    ((name, params),) = _documented_signatures("`manual_step(batch, step, progress_end)`")
+    assert not any(d[: len(params)] == params for d in defined[name])

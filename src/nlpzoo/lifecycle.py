@@ -1,4 +1,5 @@
-"""The run lifecycle: what the `train`, `evaluate` and `mixture` stages do, the same for every run.
+"""The run lifecycle: what the `train` and `evaluate` stages do, the same for every run (the
+mixture stage is `nlpzoo.evaluation.mixture`).
 
     train     open the run's MLflow run (an interrupted run that resumes continues its own)
               -> build models/RUN/ under a temporary name (on rank 0; when every rank runs the

@@ -194,6 +194,28 @@ def build_mt_vocab(config: MTVocabConfig, prepared_dir: Path, out_dir: Path, see
         lines.extend(read_lines(path))
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
+    try:
+        _train_sentencepiece(spm, lines, model, config)
+    except RuntimeError as e:  # SentencePiece's trainer: a size this text cannot give
+        if "vocabulary size" not in str(e).lower():
+            raise
+        reason = str(e).strip().splitlines()[-1]
+        raise DataError(
+            f"vocab.mt.vocab_size {config.vocab_size} does not fit the training text "
+            f"(SentencePiece: {reason}); change vocab.mt.vocab_size, or lower "
+            "vocab.mt.character_coverage to map rare characters to <unk>"
+        ) from None
+    with atomic_dir(out_dir) as tmp:
+        (tmp / "spm.model").write_bytes(model.getvalue())
+        for name in sorted(p.name for p in prepared_dir.iterdir() if p.suffix in (".src", ".tgt")):
+            shutil.copyfile(prepared_dir / name, tmp / name)
+        stats = {"vocab_size": config.vocab_size, "model_type": config.model_type}
+        atomic_write_json(tmp / "stats.json", stats)
+    return stats
+
+
+def _train_sentencepiece(spm, lines: list[str], model, config: MTVocabConfig) -> None:
+    """One SentencePiece model from `lines` into the file object `model`."""
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
         model_writer=model,
@@ -209,10 +231,3 @@ def build_mt_vocab(config: MTVocabConfig, prepared_dir: Path, out_dir: Path, see
         hard_vocab_limit=False,  # small corpora: vocab_size is an upper bound, not an error
         minloglevel=2,
     )
-    with atomic_dir(out_dir) as tmp:
-        (tmp / "spm.model").write_bytes(model.getvalue())
-        for name in sorted(p.name for p in prepared_dir.iterdir() if p.suffix in (".src", ".tgt")):
-            shutil.copyfile(prepared_dir / name, tmp / name)
-        stats = {"vocab_size": config.vocab_size, "model_type": config.model_type}
-        atomic_write_json(tmp / "stats.json", stats)
-    return stats
