@@ -193,17 +193,29 @@ def _prepare_resume(run: Run, task: Task, data: Data) -> Path | None:
 def _code_hashes(run: Run) -> dict[str, str]:
     """SHA-256 of each source file the run's train stage executes, by repository path: the
     stage's code deps in dvc.yaml (`pipeline.run_code`) of the checkout the code runs from;
-    every file of the package when it runs from elsewhere (an installed copy)."""
+    every file of the package when it runs from elsewhere (an installed copy) or when the
+    family's model class is defined outside the package (its source file is then hashed too,
+    by its absolute path)."""
+    import inspect
+
     import nlpzoo
     from nlpzoo import pipeline
 
     pkg = Path(nlpzoo.__file__).resolve().parent
     code_root = pkg.parent.parent
-    if pipeline.package_dir(code_root) == pkg and (code_root / "stages" / "train.py").is_file():
+    model = run.family.model
+    in_checkout = pipeline.package_dir(code_root) == pkg
+    if in_checkout and isinstance(model, str) and (code_root / "stages" / "train.py").is_file():
         files = pipeline.run_code(code_root, "train", run.spec.family)
-    else:
-        files = sorted(p.relative_to(code_root).as_posix() for p in pkg.rglob("*.py"))
-    return {f: _hash_file(code_root / f) for f in files}
+        return {f: _hash_file(code_root / f) for f in files}
+    hashes = {
+        p.relative_to(code_root).as_posix(): _hash_file(p) for p in sorted(pkg.rglob("*.py"))
+    }
+    if not isinstance(model, str):
+        source = inspect.getsourcefile(model)
+        if source is not None:
+            hashes[str(Path(source).resolve())] = _hash_file(Path(source))
+    return hashes
 
 
 def _hash_file(path: Path) -> str:
