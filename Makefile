@@ -34,7 +34,7 @@ dashboard: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri "sqlite:///$(CURDIR)/mlflow.db" --host 127.0.0.1 --port 5000
 
 clean:
-	rm -rf data models checkpoints metrics plots reports mlflow.db mlruns
+	rm -rf data models checkpoints metrics plots reports registry mlflow.db mlruns
 
 pipeline: $(STAMP)
 	$(BIN)/python -m nlpzoo pipeline

@@ -1,10 +1,10 @@
-"""A trained run in MLflow (docs/design.md §5): its files under `run_dir/`, a neural run's model
-as an MLflow PyTorch model at `model`, and `fetch_run_dir` bringing a run back as a folder that
-`load_model` reads as it reads models/RUN/. Against the local sqlite store."""
+"""A trained run in MLflow (docs/design.md §5): its files under `run_dir/` (the weights once: no
+model of its own until the register stage logs one, tests/test_registry.py), and
+`fetch_run_dir` bringing a run back as a folder that `load_model` reads as it reads
+models/RUN/. Against the local sqlite store."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import sqlite3
@@ -15,19 +15,14 @@ from types import SimpleNamespace
 import mlflow.pytorch
 import numpy as np
 import pytest
-import torch
 from mlflow import MlflowClient
 
 from nlpzoo import lifecycle, tracking
 from nlpzoo.errors import DataError
 from nlpzoo.evaluation.perplexity import window_log_probs
-from nlpzoo.families import FAMILIES
-from nlpzoo.params import run_configs
 from nlpzoo.tracking import RUN_FILE, Tracker, fetch_run_dir
 from test_tracking import assert_one_outage_warning, fast_retries, free_port
 from test_training_resume import make_project
-from toy import PARAMS as LIFECYCLE_PARAMS
-from toy import tiny_params
 
 TRAINER = {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "checkpoint_every_minutes": 0}
 PARAMS = {
@@ -83,23 +78,17 @@ def _logged(uri: str, run_id: str, path: str | None = None) -> list[str]:
     return sorted(f.path for f in MlflowClient(tracking_uri=uri).list_artifacts(run_id, path))
 
 
-def test_neural_run_logs_a_loadable_pytorch_model_and_its_files(project, monkeypatch, tmp_path):
+def test_neural_run_logs_its_files_once_and_they_load_as_the_run(project, monkeypatch, tmp_path):
     run_id = _train(project, "nnlm")
     uri = f"sqlite:///{project / 'mlflow.db'}"
     model_dir = project / "models" / "nnlm"
-    trained = torch.load(model_dir / "model.pt", map_location="cpu", weights_only=True)
     valid = np.load(project / "data" / "vocab" / "lm" / "valid.npy")
     expected = window_log_probs(lifecycle.load_model(model_dir), valid, 2)
 
-    # the MLflow PyTorch model: the nn.Module itself, with the trained weights
-    from nlpzoo.models.nnlm import NNLM
-
-    module = mlflow.pytorch.load_model(f"runs:/{run_id}/model")
-    assert type(module) is NNLM
-    state = module.state_dict()
-    assert state.keys() == trained["state_dict"].keys()
-    assert all(torch.equal(state[k], v) for k, v in trained["state_dict"].items())
-    np.testing.assert_array_equal(window_log_probs(module.eval(), valid, 2), expected)
+    # training logs no model of its own: the weights are in the store once, under run_dir/
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_run(run_id).info.experiment_id
+    assert list(client.search_logged_models(experiment_ids=[experiment])) == []
 
     # run_dir/: what load_model reads, the data folder's vocabulary included
     names = ["config.json", "model.pt", "train_stats.json", "vocab.txt"]
@@ -122,13 +111,13 @@ def test_neural_run_logs_a_loadable_pytorch_model_and_its_files(project, monkeyp
         if (project / name).exists():
             (project / name).rename(project / f"gone-{name}")
     assert fetch_run_dir(run_id) == folder
-    # logging the model left the process's tracking URI to MLFLOW_TRACKING_URI, as before
+    # training left the process's tracking URI to MLFLOW_TRACKING_URI, as before
     dead = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", dead)
     assert mlflow.get_tracking_uri() == dead
 
 
-def test_count_run_logs_its_files_and_no_pytorch_model(project, monkeypatch):
+def test_count_run_logs_its_files_and_no_model(project, monkeypatch):
     run_id = _train(project, "ngram")
     uri = f"sqlite:///{project / 'mlflow.db'}"
     names = ["config.json", "model.npz", "train_stats.json", "vocab.txt"]
@@ -180,18 +169,18 @@ def test_fetch_run_dir_says_what_is_wrong(project, monkeypatch):
     assert not elsewhere.exists()  # no empty database made on the way
 
 
-def test_a_failing_model_upload_warns_once_and_the_run_goes_on(project, monkeypatch):
+def test_a_failing_upload_of_the_runs_files_warns_once_and_the_run_goes_on(project, monkeypatch):
     calls = []
 
-    def broken(*args):
+    def broken(self, *args):
         calls.append(args)
         raise ConnectionError("artifact store went away")
 
-    monkeypatch.setattr(tracking, "_log_pytorch_model", broken)
+    monkeypatch.setattr(MlflowClient, "log_artifact", broken)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         stats = lifecycle.train(PARAMS, "nnlm", project)
-    assert len(calls) % tracking.RETRY_TRIES == 0 and stats["epochs"] == 1  # each try retried
+    assert calls and stats["epochs"] == 1
     assert_one_outage_warning(caught, f"sqlite:///{project / 'mlflow.db'}", "nnlm")
     assert (project / "models" / "nnlm" / "model.pt").is_file()
 
@@ -203,13 +192,9 @@ class _Files:
 
     def __init__(self) -> None:
         self.files: list[Path] = []
-        self.models: list = []
 
     def log_run_dir(self, files) -> None:
         self.files.extend(files)
-
-    def log_pytorch_model(self, model) -> None:
-        self.models.append(model)
 
 
 def test_the_vocabulary_logged_is_the_runs_own_else_the_data_folders(tmp_path):
@@ -229,7 +214,7 @@ def test_the_vocabulary_logged_is_the_runs_own_else_the_data_folders(tmp_path):
         "spm.model",
         "train_stats.json",
     ]
-    assert all(p.parent == model_dir for p in files.files) and files.models == []
+    assert all(p.parent == model_dir for p in files.files)
     (model_dir / "spm.model").unlink()
     files = _Files()
     lifecycle._log_model(run, files)  # a word vocabulary lives in the data folder
@@ -238,25 +223,3 @@ def test_the_vocabulary_logged_is_the_runs_own_else_the_data_folders(tmp_path):
     files.files.clear()
     lifecycle._log_model(run, files)  # an inactive tracker (rank > 0, an outage): nothing
     assert files.files == []
-
-
-NEURAL_RUNS = [r for r, e in LIFECYCLE_PARAMS["models"].items() if FAMILIES[e["family"]].neural]
-
-
-@pytest.mark.parametrize("run", NEURAL_RUNS)
-def test_every_neural_run_pickles_as_the_pytorch_flavour_stores_it(run):
-    """The logged model is `load_model`'s module pickled whole with MLflow's pickle module: every
-    family's module must come back equal (a family that cannot would log no model)."""
-    import mlflow.pytorch.pickle_module as pickle_module
-
-    spec, cfg, _ = run_configs(tiny_params(run), run)
-    v = 40
-    model = FAMILIES[spec.family].model_class()(cfg, v, counts=list(range(v, 0, -1))).eval()
-    buffer = io.BytesIO()
-    torch.save(model, buffer, pickle_module=pickle_module)
-    buffer.seek(0)
-    back = torch.load(buffer, weights_only=False, pickle_module=pickle_module)
-    assert type(back) is type(model) and not back.training
-    state = back.state_dict()
-    assert state.keys() == model.state_dict().keys()
-    assert all(torch.equal(state[k], t) for k, t in model.state_dict().items())

@@ -6,8 +6,10 @@ mixture stage is `nlpzoo.evaluation.mixture`).
               stage, the others write to a throwaway folder) -> fit it as its family's record
               says (`count`, `closed_form`, or `lightning`) -> config.json, train_stats.json
               (the model's own cost included) and the task's outputs -> rename into place
-              -> log its files (and a neural model) to the MLflow run -> close the MLflow run
+              -> log its files to the MLflow run -> close the MLflow run
     evaluate  reopen the MLflow run -> the task's scores -> metrics/RUN.json, eval/RUN/
+
+(The register stage, `nlpzoo.registry`, then logs the run as an MLflow model and registers it.)
 
 What differs by task (data, loaders, scores, outputs) comes from `nlpzoo.tasks`, what differs by
 family from its record (`nlpzoo.families.Family`): `train` and `evaluate` know no family and no
@@ -112,19 +114,21 @@ def _use_threads(run: Run) -> None:
         torch.set_num_threads(run.trainer.threads)
 
 
-def _log_model(run: Run, tracker: Tracker) -> None:
-    """The trained run to its MLflow run (rank 0): the files it is loaded from under run_dir/,
-    its vocabulary included (the data folder's when models/RUN/ holds none), and a neural model
-    as an MLflow PyTorch model at `model`, the one `load_model` gives."""
-    if not tracker.active:
-        return
+def run_files(run: Run) -> list[Path]:
+    """The files a trained run is loaded from: those of models/RUN/ (`RUN_DIR_FILES`) and its
+    vocabulary (the data folder's when models/RUN/ holds none)."""
     names = (*RUN_DIR_FILES, *VOCABULARIES)
     files = [run.model_dir / n for n in names if (run.model_dir / n).is_file()]
     if not any(f.name in VOCABULARIES for f in files) and (run.data_dir / "vocab.txt").is_file():
         files.append(run.data_dir / "vocab.txt")
-    tracker.log_run_dir(files)
-    if run.family.neural:
-        tracker.log_pytorch_model(load_model(run.model_dir))
+    return files
+
+
+def _log_model(run: Run, tracker: Tracker) -> None:
+    """The trained run's files to its MLflow run under run_dir/ (rank 0); the register stage
+    (`nlpzoo.registry`) makes them an MLflow model and registers it."""
+    if tracker.active:
+        tracker.log_run_dir(run_files(run))
 
 
 def _tracking_params(run: Run) -> dict:
@@ -208,9 +212,7 @@ def _code_hashes(run: Run) -> dict[str, str]:
     if in_checkout and isinstance(model, str) and (code_root / "stages" / "train.py").is_file():
         files = pipeline.run_code(code_root, "train", run.spec.family)
         return {f: _hash_file(code_root / f) for f in files}
-    hashes = {
-        p.relative_to(code_root).as_posix(): _hash_file(p) for p in sorted(pkg.rglob("*.py"))
-    }
+    hashes = {p.relative_to(code_root).as_posix(): _hash_file(p) for p in sorted(pkg.rglob("*.py"))}
     if not isinstance(model, str):
         source = inspect.getsourcefile(model)
         if source is not None:

@@ -251,6 +251,9 @@ RESULT_KEYS = tuple(f.name for f in fields(TrainerConfig) if f.metadata["result"
 @dataclass
 class MlflowConfig:
     experiment: str = "nlpzoo"
+    # the register stage logs each run as a text-in/text-out MLflow model and registers it as
+    # nlpzoo-RUN in the Model Registry (false: the stage records that it registered nothing)
+    register: bool = True
 
 
 @dataclass

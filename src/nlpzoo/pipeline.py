@@ -45,10 +45,10 @@ TIMINGS = "timings"
 
 def stage_name(argv: list[str]) -> str:
     """The dvc.yaml stage a stage script's command line runs: `stages/corpus.py lm` ->
-    `corpus@lm` (a foreach stage), `stages/train.py RUN` -> `train-RUN`, `stages/mixture.py`
-    -> `mixture`."""
+    `corpus@lm` (a foreach stage), `stages/train.py RUN` -> `train-RUN` (and so evaluate and
+    register), `stages/mixture.py` -> `mixture`."""
     script = Path(argv[0]).stem
-    if script in ("train", "evaluate") and len(argv) > 1:
+    if script in ("train", "evaluate", "register") and len(argv) > 1:
         return f"{script}-{argv[1]}"
     if script in DATA_ROLES and len(argv) > 1:
         return f"{script}@{argv[1]}"
@@ -289,13 +289,27 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             *(f"models/{name}" for name, s in specs.items() if s.task != "mt"),
             "data/vocab/lm/stats.json",
             "data/vocab/mt/stats.json",
+            ROOFLINE,  # the machine's matrix-product peak (benchmarks/roofline.py)
             *(timing_file(stage) for stage in stage_order(specs)),  # not its own
         ],
         "params": [{"params.yaml": None}],
         "outs": [{"reports": {"cache": False}}],
         "metrics": [_timing("report")],
     }
+    for name in specs:  # after the report: a store without a registry never holds it up
+        out[f"register-{name}"] = {
+            "cmd": f"python stages/register.py {shlex.quote(name)}",
+            "deps": [*script_code(root, "register"), f"models/{name}", f"metrics/{name}.json"],
+            "params": [*run_params[name], *_present(params, "mlflow")],
+            "metrics": [
+                {f"registry/{name}.json": {"cache": False}},
+                _timing(f"register-{name}"),
+            ],
+        }
     return out
+
+
+ROOFLINE = "benchmarks/results/roofline.json"
 
 
 def _timing(stage: str) -> dict:

@@ -20,11 +20,10 @@
   `DVC_ROOT` is the parent project) share one `mlflow.db`. The commit tagged on a run is the
   working directory's HEAD (a queued experiment's own workspace), with its name and baseline.
 * A trained run logs its files (`models/RUN/`: the model, config.json, train_stats.json, the
-  vocabulary) under artifact path `run_dir/`, and a neural run also its model as an MLflow
-  PyTorch model at `model`: `mlflow.pytorch.load_model("runs:/<id>/model")` gives the
-  `nn.Module` (nlpzoo must be importable), and `fetch_run_dir(<id>)` downloads `run_dir/` into a
-  local folder that `nlpzoo.lifecycle.load_model` and the commands read as they read
-  `models/RUN/`.
+  vocabulary) under artifact path `run_dir/`: `fetch_run_dir(<id>)` downloads them into a local
+  folder that `nlpzoo.lifecycle.load_model` and the commands read as they read `models/RUN/`.
+  The register stage (`nlpzoo.registry`) logs the run as a text-in/text-out MLflow model named
+  `model` and registers it.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "mlflow_run.json"
 RUN_DIR = "run_dir"  # artifact path of a run's files (those of models/RUN/ it is loaded from)
-MODEL = "model"  # artifact path of a neural run's MLflow PyTorch model
+MODEL = "model"  # name of a run's MLflow model (the register stage logs it)
 CACHE_ENV = "NLPZOO_MLFLOW_CACHE"  # where fetch_run_dir keeps downloaded runs
 
 # Bounded network behaviour for a remote server that is down (MLflow retries for minutes
@@ -419,13 +418,6 @@ class Tracker:
         for path in files:
             self.log_artifact(path, RUN_DIR)
 
-    def log_pytorch_model(self, model: Any) -> None:
-        """`model` (an `nn.Module`, on the CPU) as an MLflow PyTorch model at artifact path
-        `model`, pickled whole so that `mlflow.pytorch.load_model("runs:/<id>/model")` returns
-        it. Nothing is inferred (no environment probing, no network): the requirements are the
-        installed torch and cloudpickle."""
-        self._attempt(lambda: _log_pytorch_model(self.client, self.run_id, self.uri, model))
-
     def finish(self, status: str = "FINISHED") -> None:
         """End the run as `status`, after every call kept for the store (tried even within the
         hold after a connection failure); one log line gives the retries it took."""
@@ -548,40 +540,9 @@ def prepare_store_or_warn(experiment: str = "nlpzoo") -> str | None:
         return None
 
 
-def _log_pytorch_model(client: Any, run_id: str, uri: str, model: Any) -> None:
-    import cloudpickle
-    import mlflow
-    import mlflow.pytorch
-    import torch
-
-    requirements = [  # without a local label (+cpu, +cu121): installable from PyPI
-        f"torch=={torch.__version__.split('+')[0]}",
-        f"cloudpickle=={cloudpickle.__version__}",
-    ]
-    kwargs: dict[str, Any] = {"pip_requirements": requirements, "run_id": run_id}
-    if int(mlflow.__version__.split(".")[0]) >= 3:
-        # a logged model of the run's own experiment (`runs:/<id>/model` is looked up there),
-        # pickled (MLflow 3's default, torch.export, needs an input example)
-        experiment = client.get_run(run_id).info.experiment_id
-        logged = client.create_logged_model(experiment, name=MODEL, source_run_id=run_id)
-        kwargs.update(name=MODEL, model_id=logged.model_id, serialization_format="pickle")
-    else:
-        kwargs["artifact_path"] = MODEL
-    # mlflow.pytorch warns on every pickled model that unpickling runs code: load models from
-    # stores you trust (the pickle holds nlpzoo's classes by name, and the weights)
-    quiet = logging.getLogger("mlflow.pytorch")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        with _process_tracking_uri(uri):
-            mlflow.pytorch.log_model(model, **kwargs)
-    finally:
-        quiet.setLevel(level)
-
-
 @contextlib.contextmanager
 def _process_tracking_uri(uri: str) -> Iterator[None]:
-    """MLflow's module-level functions (`mlflow.pytorch.log_model`) use the process's tracking
+    """MLflow's module-level functions (`mlflow.pyfunc.log_model`) use the process's tracking
     URI: `uri` while they run; afterwards the URI and `MLFLOW_TRACKING_URI` are as they were."""
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 

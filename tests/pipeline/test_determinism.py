@@ -17,6 +17,8 @@ from pathlib import Path
 import yaml
 from test_pipeline import ROOT, _run, _tiny_corpus, _tiny_parallel
 
+from nlpzoo.pipeline import ROOFLINE
+
 # Wall-clock measures and the MLflow run id: the only values allowed to differ between runs.
 TIMING_KEYS = {
     "train_seconds",
@@ -48,6 +50,7 @@ RUNS = {
 
 def _tiny_params(inputs: Path) -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
     params["lm"].update(
         source="text", files={"all": str(inputs / "corpus.txt")}, split_tokens=[5000, 1200]
     )
@@ -104,6 +107,8 @@ def _make_project(repo: Path, params: dict) -> None:
         shutil.copy(ROOT / name, repo / name)
     for folder in ("stages", "src"):
         shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / ROOFLINE).parent.mkdir(parents=True)
+    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)  # the report's machine peak
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from nlpzoo.pipeline import ROOFLINE
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
 from test_pipeline import _tiny_corpus, _tiny_parallel  # noqa: E402
@@ -31,8 +33,11 @@ def _project(repo: Path, inputs: Path) -> dict:
         shutil.copy(ROOT / name, repo / name)
     for folder in ("stages", "src"):
         shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / ROOFLINE).parent.mkdir(parents=True)
+    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)  # the report's machine peak
     _tiny_corpus(inputs / "corpus.txt", 1500, seed=1)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
     params["lm"].update(
         source="text", files={"all": str(inputs / "corpus.txt")}, split_tokens=[9000, 2000]
     )

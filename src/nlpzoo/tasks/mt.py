@@ -215,11 +215,17 @@ def _attention_maps(model, codec: Codec, split: ParallelSplit, beam_ids: list[li
 
 
 def translate(
-    model: Any, codec: Codec, lines: list[str], beam_size: int | None = None, batch_size: int = 32
+    model: Any,
+    codec: Codec,
+    lines: list[str],
+    beam_size: int | None = None,
+    batch_size: int = 32,
+    length_penalty: float | None = None,
 ) -> list[str]:
     """Translate raw source lines with a trained translation model and its SentencePiece model
     (`load_model(models/RUN)`, `Codec(models/RUN/spm.model)`): beam search as the evaluation
-    decodes, the run's beam size unless `beam_size` is given."""
+    decodes, the run's beam size and length penalty unless `beam_size` or `length_penalty` is
+    given."""
     from nlpzoo.evaluation.decoding import translate_batches
 
     cfg = model.config
@@ -228,7 +234,7 @@ def translate(
         codec.encode(lines),
         batch_size,
         beam_size or cfg.beam_size,
-        cfg.length_penalty,
+        cfg.length_penalty if length_penalty is None else length_penalty,
         cfg.max_len_ratio,
     )
     return codec.decode(ids)

@@ -54,7 +54,7 @@ def _models(root: Path) -> dict[str, dict]:
     return {str(k): v for k, v in models.items() if isinstance(v, dict)}
 
 
-def _load_config(folder: Path, what: str) -> dict:
+def load_config(folder: Path, what: str) -> dict:
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8
@@ -75,7 +75,7 @@ def resolve(args: argparse.Namespace) -> TrainedRun:
         from nlpzoo.tracking import fetch_run_dir
 
         folder = fetch_run_dir(args.mlflow_run)
-        config = _load_config(folder, f"MLflow run {args.mlflow_run}")
+        config = load_config(folder, f"MLflow run {args.mlflow_run}")
         return TrainedRun(str(config.get("run", args.mlflow_run)), folder, config, root, True)
     name = args.run
     if not name or name in (".", "..") or "/" in name or "\\" in name:
@@ -106,7 +106,7 @@ def resolve(args: argparse.Namespace) -> TrainedRun:
             )
         raise UseError(f"run '{name}' is not trained yet: run `dvc repro train-{name}`")
     what = f"run '{name}' (`dvc repro train-{name}` remakes it)"
-    return TrainedRun(name, folder, _load_config(folder, what), root)
+    return TrainedRun(name, folder, load_config(folder, what), root)
 
 
 def _runs_for(t: TrainedRun, wanted: Any) -> str:
