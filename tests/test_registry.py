@@ -17,6 +17,7 @@ import yaml
 from mlflow import MlflowClient
 
 from nlpzoo import lifecycle, registry
+from nlpzoo.tracking import _process_tracking_uri
 from nlpzoo.use.text import UseError
 from test_use import cli
 from toy import tiny_params, write_lm_data
@@ -45,8 +46,8 @@ def _uri(root: Path) -> str:
 
 
 def _load(root: Path, run: str):
-    mlflow.set_tracking_uri(_uri(root))
-    return mlflow.pyfunc.load_model(f"models:/{registry.model_name(run)}@champion")
+    with _process_tracking_uri(_uri(root)):  # the process's URI is left as it was
+        return mlflow.pyfunc.load_model(f"models:/{registry.model_name(run)}@champion")
 
 
 def test_every_run_is_a_registered_version_with_its_tags_and_metrics(project):
@@ -154,8 +155,10 @@ def test_the_model_loads_and_answers_without_the_project(project, tmp_path):
     nlpzoo (its working directory and path hold no checkout): the packaged code answers."""
     client = MlflowClient(tracking_uri=_uri(project))
     version = client.get_model_version_by_alias(registry.model_name("svd"), "champion")
-    mlflow.set_tracking_uri(_uri(project))
-    local = Path(mlflow.artifacts.download_artifacts(version.source, dst_path=str(tmp_path / "m")))
+    with _process_tracking_uri(_uri(project)):
+        local = Path(
+            mlflow.artifacts.download_artifacts(version.source, dst_path=str(tmp_path / "m"))
+        )
     away = tmp_path / "away"
     away.mkdir()
     src = str(Path(registry.__file__).resolve().parents[1])

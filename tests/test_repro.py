@@ -81,7 +81,9 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
     calls = _fake_steps(monkeypatch, tmp_path, arm)
     assert repro.run(params, tmp_path, jobs=2) == 0
     assert calls[0] == ["dvc", "--wait-for-lock", "repro", *repro.DATA_STAGES]
-    assert calls[-1] == ["dvc", "--wait-for-lock", "repro", "--single-item", "mixture", "report"]
+    registers = [f"register-{r}" for r in repro.parse_models(params)]
+    final = ["mixture", "report", *registers]  # the register stages after the report
+    assert calls[-1] == ["dvc", "--wait-for-lock", "repro", "--single-item", *final]
     arms = [c[1] for c in calls if c[0] == "arm"]
     assert sorted(arms) == sorted(repro.parse_models(params))
     assert peak[0] == 2

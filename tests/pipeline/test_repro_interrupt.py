@@ -146,7 +146,8 @@ def test_ctrl_c_of_make_repro_then_the_next_one_resumes(tmp_path):
     assert "interrupted (SIGINT)" in out.strip().splitlines()[-1]
     assert not (repo / "metrics" / "nnlm.json").exists()
     finished = set(yaml.safe_load((repo / "dvc.lock").read_text())["stages"])
-    assert {"corpus@lm", "prepare@lm", "vocab@lm", "train-ngram"} <= finished
+    # the data stages ran before any run; the other arm (ngram) may or may not have finished
+    assert {"corpus@lm", "prepare@lm", "vocab@lm"} <= finished
 
     again = _finish(repo, env)
     print(f"the next repro ran: {sorted(_ran(again))}")
