@@ -223,6 +223,21 @@ def test_token_log_probs_are_exact_and_normalised():
     assert model(inputs)[1] is None
 
 
+def test_token_log_probs_from_a_start_position_are_the_tail_of_the_whole():
+    model = make_model()
+    ids = random_ids(3, length=9)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    with torch.no_grad():
+        whole = model.token_log_probs(inputs, targets)  # (B, 8)
+        tail = model.token_log_probs(inputs, targets, start=5)  # (B, 3): positions 5..7
+    assert tail.shape == (3, 3)
+    # the skipped positions still feed attention: the tail equals the whole run's last three
+    torch.testing.assert_close(tail, whole[:, 5:])
+    with torch.no_grad():
+        cut = model.token_log_probs(inputs[:, 5:], targets[:, 5:])  # no context before 5
+    assert not torch.allclose(cut, tail)
+
+
 def test_cost_counts_matmuls():
     model = make_model()
     c = model.config

@@ -85,9 +85,10 @@ def sliding_log_probs(
     ]:
         inputs = torch.stack([x[a:e] for a, e, _ in group]).to(device)  # (b, T)
         targets = torch.stack([x[a + 1 : e + 1] for a, e, _ in group]).to(device)
-        lp = model.token_log_probs(inputs, targets).double().cpu().numpy()  # (b, T)
+        start = min(first - a for a, _, first in group)  # no window scores a position before
+        lp = model.token_log_probs(inputs, targets, start).double().cpu().numpy()  # (b, T - start)
         for row, (a, e, first) in zip(lp, group, strict=True):
-            out[first:e] = row[first - a :]
+            out[first:e] = row[first - a - start :]
     return out
 
 

@@ -30,7 +30,8 @@ Fitted without gradient steps (`fit: count` or `closed_form`): `fit(*arrays) -> 
 Language models (task "lm"): `token_log_probs(inputs, targets[, state])`, exact (normalised over
 the whole vocabulary, whatever the output layer), is what perplexity is computed from. Input
 `window`: inputs (B, n-1), targets (B,); `stream`: inputs (B, T), targets (B, T) = inputs shifted
-by one token.
+by one token; a fixed-context (block) model also takes `start`: the targets from position `start`
+on, every position still attending to the whole window.
 
 Translation (task "mt") takes padded id batches (`nlpzoo.data.mt`): `forward(src, tgt_in,
 labels=None) -> (logits (B, T, V), loss)`, and for decoding (`nlpzoo.evaluation.decoding`)

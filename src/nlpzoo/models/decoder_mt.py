@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nlpzoo.cost import MT_SPAN, Cost
@@ -95,7 +96,7 @@ class DecoderMT(nn.Module):
         return self.drop(self.emb(ids) * math.sqrt(self.config.d_model) + self.pe[positions])
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm_f(x) @ self.emb.weight.T + self.out_bias  # tied output, (..., V)
+        return F.linear(self.norm_f(x), self.emb.weight, self.out_bias)  # tied: x Eᵀ + b, (..., V)
 
     def lm_logits(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, P) right-padded → logits (B, P, V); causal, so padding after a position

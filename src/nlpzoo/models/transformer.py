@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nlpzoo.cost import MT_SPAN, Cost
@@ -104,7 +105,7 @@ class Transformer(nn.Module):
         for layer, kv in zip(self.decoder, self._cross_kv(memory), strict=True):
             # the layer's self-attention is causal (§3.2.3): position t sees target positions ≤ t
             y, _, cross = layer.run(y, cross_kv=kv, cross_mask=src_mask)  # (B, T, C)
-        logits = self.dec_norm(y) @ self.emb.weight.T + self.out_bias  # (B, T, V)
+        logits = F.linear(self.dec_norm(y), self.emb.weight, self.out_bias)  # y Eᵀ + b, (B, T, V)
         return logits, cross
 
     def forward(
@@ -144,7 +145,7 @@ class Transformer(nn.Module):
         for layer, kv, cache in zip(self.decoder, state["cross"], state["self"], strict=True):
             y, new_cache, _ = layer.run(y, None, cache, kv, state["src_mask"])  # (N, 1, C)
             caches.append(new_cache)
-        logits = self.dec_norm(y[:, 0]) @ self.emb.weight.T + self.out_bias  # (N, V)
+        logits = F.linear(self.dec_norm(y[:, 0]), self.emb.weight, self.out_bias)  # (N, V)
         new = dict(state, self=caches, pos=state["pos"] + 1)
         return torch.log_softmax(logits, dim=-1), new
 

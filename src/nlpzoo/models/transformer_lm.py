@@ -90,6 +90,13 @@ class TransformerLM(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """inputs (B, T) ids, targets (B, T) = inputs shifted by one. Returns logits (B, T, V)
         and the mean cross-entropy over the targets (labels −100 ignored), or None."""
+        logits = self.lm_head(self.norm_f(self._hidden(inputs)))  # (B, T, V)
+        if targets is None:
+            return logits, None
+        return logits, label_smoothed_loss(logits, targets, smoothing=0.0)  # plain cross-entropy
+
+    def _hidden(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The last block's output at every position, (B, T, C)."""
         if inputs.shape[1] > self.config.block_size:
             raise ValueError(
                 f"sequence length {inputs.shape[1]} exceeds block_size "
@@ -98,10 +105,7 @@ class TransformerLM(nn.Module):
         x = self._embed(inputs)  # (B, T, C)
         for block in self.blocks:
             x = block(x)  # (B, T, C)
-        logits = self.lm_head(self.norm_f(x))  # (B, T, V)
-        if targets is None:
-            return logits, None
-        return logits, label_smoothed_loss(logits, targets, smoothing=0.0)  # plain cross-entropy
+        return x
 
     def _embed(self, inputs: torch.Tensor, past: int = 0) -> torch.Tensor:
         """√d_model · E[w] + the positions past..past+T-1, with dropout (§3.4, §3.5, §5.4)."""
@@ -135,11 +139,17 @@ class TransformerLM(nn.Module):
         logits = self.lm_head(self.norm_f(x))  # (B, T, V)
         return torch.log_softmax(logits.float(), dim=-1), extended
 
-    def token_log_probs(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Natural-log probability of each target, (B, T): exact, normalised over all of V."""
-        logits, _ = self.forward(inputs)  # (B, T, V)
-        log_p = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-        return log_p.gather(-1, targets[..., None]).squeeze(-1)  # (B, T)
+    def token_log_probs(
+        self, inputs: torch.Tensor, targets: torch.Tensor, start: int = 0
+    ) -> torch.Tensor:
+        """Natural-log probability of each target from position `start` on, (B, T − start):
+        exact, normalised over all of V. Every position still attends to the whole window; only
+        the output layer, most of the model's work, is skipped before `start` (a sliding
+        evaluation scores only a window's last positions)."""
+        x = self._hidden(inputs)[:, start:]  # (B, T − start, C)
+        logits = self.lm_head(self.norm_f(x))  # (B, T − start, V)
+        log_p = torch.log_softmax(logits.float(), dim=-1)  # (B, T − start, V)
+        return log_p.gather(-1, targets[:, start:, None]).squeeze(-1)  # (B, T − start)
 
     def embeddings(self) -> torch.Tensor:
         """The token embedding E, (V, d_model): input vectors and (tied) output vectors at once."""
