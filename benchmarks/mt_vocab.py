@@ -127,7 +127,8 @@ def one(project: Path, run: str, params: dict, tag: str, log_dir: Path) -> dict:
     out = {k: metrics.get(k) for k in KEYS}
     pairs = metrics.get("train_pairs") or 0
     if pairs:
-        out["pieces_per_sentence"] = round(metrics["train_target_tokens"] / pairs / out["epochs"], 2)
+        pieces = metrics["train_target_tokens"] / pairs / out["epochs"]
+        out["pieces_per_sentence"] = round(pieces, 2)
     out["seconds"] = round(time.time() - t0, 1)
     return out
 

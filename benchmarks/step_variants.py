@@ -1,7 +1,7 @@
 """One run's training step, eager against the variants that might make it cheaper.
 
-Usage: python benchmarks/step_variants.py RUN [--variants base,compile,sdpa,fused] [--precision bf16]
-                                          [--steps 25] [--warmup 5]
+Usage: python benchmarks/step_variants.py RUN [--variants base,compile,sdpa,fused]
+                                          [--precision bf16] [--steps 25] [--warmup 5]
 
 Builds RUN's model as its train stage does (params.yaml, the project's data; a Transformer LM
 gets random blocks of its block size) and times `--steps` optimizer steps (forward, backward,
