@@ -81,9 +81,8 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
     calls = _fake_steps(monkeypatch, tmp_path, arm)
     assert repro.run(params, tmp_path, jobs=2) == 0
     assert calls[0] == ["dvc", "--wait-for-lock", "repro", *repro.DATA_STAGES]
-    registers = [f"register-{r}" for r in repro.parse_models(params)]
-    final = ["mixture", "report", *registers]  # the register stages after the report
-    assert calls[-1] == ["dvc", "--wait-for-lock", "repro", "--single-item", *final]
+    # each run's register stage is in its arm: the final step is what no arm reproduces
+    assert calls[-1] == ["dvc", "--wait-for-lock", "repro", "--single-item", "mixture", "report"]
     arms = [c[1] for c in calls if c[0] == "arm"]
     assert sorted(arms) == sorted(repro.parse_models(params))
     assert peak[0] == 2
@@ -91,7 +90,7 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
 
 def test_force_reaches_each_stage_once(params, tmp_path, monkeypatch):
     def arm(run, console, extra, children):
-        calls.append(repro._dvc(["--single-item", *extra, f"train-{run}", f"evaluate-{run}"]))
+        calls.append(repro._dvc(["--single-item", *extra, *repro.arm_stages(run)]))
         return 0
 
     calls = _fake_steps(monkeypatch, tmp_path, arm)

@@ -1,7 +1,7 @@
 """`python -m nlpzoo repro --jobs N` (`make repro`): the whole pipeline with N runs side by side.
 
-A run's two stages (`train-RUN`, `evaluate-RUN`) depend on the shared data stages and on
-nothing of any other run, so once the data is built the runs are independent arms of the
+A run's stages (`train-RUN`, `evaluate-RUN`, `register-RUN`) depend on the shared data stages
+and on nothing of any other run, so once the data is built the runs are independent arms of the
 graph. DVC runs independent arms in parallel when each arm is its own `dvc repro` process: it
 holds the repository lock only between commands, never while a stage's command runs, and
 `--wait-for-lock` makes a process wait for that short lock instead of failing.
@@ -10,8 +10,8 @@ holds the repository lock only between commands, never while a stage's command r
     2. N workers, each taking the next run from a queue (longest first, by the wall times the
        stages recorded in timings/ in the last repro; when none is recorded, translation,
        then language models, then word vectors, more epochs first):
-         dvc --wait-for-lock repro --single-item train-RUN evaluate-RUN
-    3. dvc --wait-for-lock repro                                   mixture, report, the rest
+         dvc --wait-for-lock repro --single-item train-RUN evaluate-RUN register-RUN
+    3. dvc --wait-for-lock repro --single-item mixture report ...  the rest
 
 Each stage still decides for itself whether it must run (its deps, params and outs in
 dvc.lock), so a second `make repro` does nothing, and a run whose params changed reruns
@@ -39,6 +39,7 @@ from nlpzoo.params import load_params as load_project_params
 from nlpzoo.params import parse_models
 
 DATA_STAGES = ["corpus", "prepare", "vocab", "cooccur"]
+ARM_STAGES = ("train", "evaluate", "register")  # a run's own stages, in order
 TASK_ORDER = {"mt": 0, "lm": 1, "vectors": 2}  # longest first when no timing is recorded
 
 
@@ -248,7 +249,7 @@ def _dvc(args: Sequence[str]) -> list[str]:
 
 
 def _run_arm(run: str, console: _Console, extra: Sequence[str], children: _Children) -> int:
-    cmd = _dvc(["--single-item", *extra, f"train-{run}", f"evaluate-{run}"])
+    cmd = _dvc(["--single-item", *extra, *arm_stages(run)])
     console.say(f"[{run}] $ {' '.join(cmd)}")
     proc = children.spawn(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -264,6 +265,11 @@ def _run_arm(run: str, console: _Console, extra: Sequence[str], children: _Child
         children.done(proc)
 
 
+def arm_stages(run: str) -> list[str]:
+    """The stages one worker reproduces for `run`, in order."""
+    return [f"{stage}-{run}" for stage in ARM_STAGES]
+
+
 def final_stages(root: Path, runs: Sequence[str]) -> list[str]:
     """The stages of dvc.yaml (in its order, upstream first) that neither the data step nor the
     runs' arms reproduce: the final step reproduces exactly these, so that each stage runs once
@@ -271,7 +277,7 @@ def final_stages(root: Path, runs: Sequence[str]) -> list[str]:
     import yaml
 
     stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    covered = set(DATA_STAGES) | {f"{s}-{r}" for r in runs for s in ("train", "evaluate")}
+    covered = set(DATA_STAGES) | {s for r in runs for s in arm_stages(r)}
     return [name for name in stages if name not in covered]
 
 
