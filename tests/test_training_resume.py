@@ -69,6 +69,7 @@ def tiny_params(run: str, **trainer) -> dict:
         "early_stopping_patience": 0,
         "checkpoint_every_steps": 10,
         "checkpoint_every_minutes": 0,
+        "precision": "32-true",  # the stage's subprocess too, whatever the CPU (conftest.py)
         **trainer,
     }
     models = {run: {"family": section["family"], "data": "vocab/lm"}}
@@ -488,7 +489,7 @@ def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_train
     for name, tensor in weights.items():
         torch.testing.assert_close(_weights(root, run)[name], tensor, rtol=0, atol=0, msg=name)
     assert (root / "plots" / f"{run}.csv").read_text() == curve
-    assert again["epochs"] == first["epochs"]
+    assert again["epochs"] == first["epochs"] and again["precision"] == first["precision"]
     # the time of the first process, up to its last checkpoint, counts: the same throughput
     assert again["train_tokens_per_s"] == pytest.approx(first["train_tokens_per_s"], rel=0.25)
     assert (root / "checkpoints" / run).is_dir()

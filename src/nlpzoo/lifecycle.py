@@ -36,7 +36,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,10 @@ def train(params: dict, name: str, root: Path) -> dict:
     run = Run.of(params, name, root)
     task = task_of(run.family)
     _use_threads(run)
+    if run.family.neural:  # `auto` made concrete once: the fingerprint, Lightning, the stats
+        from nlpzoo.training.trainer import resolve_precision
+
+        run.trainer = replace(run.trainer, precision=resolve_precision(run.trainer))
     data = task.load(run)
     resume = _prepare_resume(run, task, data) if run.family.neural else None
     tracker = _open_tracker(run, resuming=resume is not None)
@@ -328,6 +332,7 @@ def _fit_lightning(
         "params": int(sum(p.numel() for p in module.model.parameters())),
         "fit_seconds": round(seconds, 2),
         "epochs": fitted.epochs,
+        "precision": str(run.trainer.precision),  # as resolved (`auto` never stays)
         **task.fit_stats(data, fitted),
     }
     return module.model, stats
