@@ -478,6 +478,8 @@ def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_train
     first = _train(monkeypatch, params, run, root, counter)
     trained = counter.count
     assert trained > 0 and (root / "checkpoints" / run / "resume.ckpt").is_file()
+    tokens = int(np.load(root / "data" / "vocab" / "lm" / "train.npy").size)
+    assert first["train_tokens"] == tokens * first["epochs"]  # the report's compute axis
     if end == "early stopping":
         assert first["epochs"] < params[run]["trainer"]["max_epochs"]  # it did stop early
     weights, curve = _weights(root, run), (root / "plots" / f"{run}.csv").read_text()
@@ -490,6 +492,7 @@ def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_train
         torch.testing.assert_close(_weights(root, run)[name], tensor, rtol=0, atol=0, msg=name)
     assert (root / "plots" / f"{run}.csv").read_text() == curve
     assert again["epochs"] == first["epochs"] and again["precision"] == first["precision"]
+    assert again["train_tokens"] == first["train_tokens"]
     # the time of the first process, up to its last checkpoint, counts: the same throughput
     assert again["train_tokens_per_s"] == pytest.approx(first["train_tokens_per_s"], rel=0.25)
     assert (root / "checkpoints" / run).is_dir()

@@ -759,6 +759,57 @@ def test_the_cost_table_holds_each_runs_precision_flops_and_share_of_its_precisi
     assert "No share of the peak" in without and "(not found)" in without
 
 
+def test_quality_against_compute_from_the_committed_metrics_and_curves(tmp_path, monkeypatch):
+    """One figure per task with a validation perplexity, every neural run of the task on it (the
+    n-gram states no Q and is left out): each epoch's val_ppl of plots/RUN.csv at 6 × Q × the
+    tokens trained on up to that epoch, an epoch's tokens being the run's training tokens over
+    its epochs (translation: target pieces, `train_target_tokens`)."""
+    import pandas as pd
+    import yaml
+
+    from nlpzoo.report import figures
+
+    root = Path(__file__).resolve().parents[2]
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    drawn: dict[str, dict] = {}
+    draw = figures.quality_against_compute
+
+    def keep(task, curves, out):
+        drawn[task] = curves
+        return draw(task, curves, out)
+
+    monkeypatch.setattr(figures, "quality_against_compute", keep)
+    dirs = _project(tmp_path)
+    text = _render(
+        {**dirs, "metrics": root / "metrics", "plots": root / "plots", "eval": root / "eval"},
+        None,
+        params=params,
+    )
+    neural = {"lm": ["lstm_lm", "nnlm", "rnn_lm", "transformer_lm"]}
+    neural["mt"] = ["attention", "decoder_mt", "seq2seq", "transformer"]
+    assert {task: sorted(curves) for task, curves in drawn.items()} == neural
+    for task, curves in drawn.items():
+        for run, points in curves.items():
+            m = json.loads((root / "metrics" / f"{run}.json").read_text())
+            curve = pd.read_csv(root / "plots" / f"{run}.csv")
+            if task == "mt":
+                tokens = m["train_target_tokens"]
+            else:  # recorded as train_tokens from now on; these metrics predate it
+                tokens = m.get("train_tokens", m["train_tokens_per_s"] * m["fit_seconds"])
+            per_epoch = 6 * m["cost_per_token"] * tokens / m["epochs"]
+            assert len(points) == len(curve) == m["epochs"], run
+            expected = per_epoch * (curve["epoch"].to_numpy() + 1)
+            np.testing.assert_allclose(points["flops"], expected, rtol=1e-3, err_msg=run)
+            np.testing.assert_allclose(points["val_ppl"], curve["val_ppl"], err_msg=run)
+            assert points["flops"].iloc[-1] == pytest.approx(6 * m["cost_per_token"] * tokens)
+    figs = dirs["reports"] / "figures"
+    assert (figs / "compute_lm.png").is_file() and (figs / "compute_mt.png").is_file()
+    assert "![Validation perplexity against training FLOPs, translation]" in text
+    assert "per SentencePiece piece of the shared vocabulary" in text
+    html = (dirs["reports"] / "index.html").read_text()
+    assert html.count('alt="Validation perplexity against training FLOPs') == 2
+
+
 def test_the_report_stage_reads_the_projects_roofline(tmp_path):
     """`report_project` (the stage) takes the peaks and the machine from the project's
     benchmarks/results/roofline.json, the file dvc.yaml makes it depend on."""

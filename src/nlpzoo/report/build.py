@@ -144,6 +144,7 @@ def log_figures(eval_dir: Path, fig_dir: Path, runs: Iterable[Run]) -> None:
             *fig_dir.glob(f"projection_{r.name}.png"),
             *sorted(fig_dir.glob(f"attention_{r.name}_*.png")),
             *fig_dir.glob(f"curves_{r.task}.png"),
+            *fig_dir.glob(f"compute_{r.task}.png"),
         ]
         if figs and inputs.has_mlflow_run(eval_dir, r.name):
             tracker = Tracker.resume(eval_dir / r.name, r.name)
@@ -587,7 +588,40 @@ def _curves(ctx: _Context, fig_dir: Path) -> list[Block]:
         ),
         *figs,
     ]
-    return blocks
+    return blocks + _compute_curves(ctx, by_task, fig_dir)
+
+
+def _compute_curves(ctx: _Context, by_task: dict[str, dict], fig_dir: Path) -> list[Block]:
+    """Quality against compute, one figure per task with a validation perplexity (language
+    models, translation): each neural run's curve against the training FLOPs spent."""
+    figs: list[Block] = []
+    for task in ("lm", "mt"):
+        found = {}
+        for name, df in by_task.get(task, {}).items():
+            run = ctx.runs[name]
+            if FAMILIES[run.family].neural:
+                points = tables.flops_curve(run.metrics, df)
+                if points is not None:
+                    found[name] = points
+        path = figures.quality_against_compute(task, found, fig_dir / f"compute_{task}.png")
+        if path:
+            title = TASK_TITLES.get(task, task)
+            figs.append(Figure(path, f"Validation perplexity against training FLOPs, {title}"))
+    if not figs:
+        return []
+    return [
+        Para(
+            "Quality against compute: each neural run's validation perplexity after every "
+            "epoch against the training FLOPs it had spent by then, 6 × Q × the tokens trained "
+            "on up to that epoch (an epoch's tokens: the run's training tokens over its epochs; "
+            "Q as in the cost section), both axes logarithmic. A curve further left reaches "
+            "the same perplexity with less arithmetic, a lower one is better at the same cost; "
+            "the n-gram, which states no Q, is not drawn. Translation perplexity is per "
+            "SentencePiece piece of the shared vocabulary: comparable between the translation "
+            "runs, not with the language models'."
+        ),
+        *figs,
+    ]
 
 
 # --------------------------------------------------------------------------- 6 time per stage

@@ -270,6 +270,32 @@ def training_gflops(m: dict[str, Any]) -> float | None:
     return 6.0 * q * tps / 1e9 if q and tps else None
 
 
+def train_tokens(m: dict[str, Any]) -> float | None:
+    """The tokens a run trained on, every epoch's: `train_tokens` (language models),
+    `train_target_tokens` (translation: target pieces, what its Q is counted per), else
+    tokens per second × fitting seconds (metrics written before `train_tokens` was)."""
+    for key in ("train_tokens", "train_target_tokens"):
+        if _num(m.get(key)):
+            return _num(m.get(key))
+    tps, seconds = _num(m.get("train_tokens_per_s")), _num(m.get("fit_seconds"))
+    return tps * seconds if tps and seconds else None
+
+
+def flops_curve(m: dict[str, Any], curve: pd.DataFrame) -> pd.DataFrame | None:
+    """A run's validation perplexity after each epoch (plots/RUN.csv) against the training
+    FLOPs spent by then: 6 × Q × training tokens up to that epoch, the tokens of an epoch being
+    the run's training tokens / its epochs. Columns `flops`, `val_ppl`; None for a run without
+    Q, training tokens, epochs or validation perplexities."""
+    q, tokens, epochs = _num(m.get("cost_per_token")), train_tokens(m), _num(m.get("epochs"))
+    if not (q and tokens and epochs) or "val_ppl" not in curve or "epoch" not in curve:
+        return None
+    rows = curve[curve["val_ppl"].notna()]
+    if rows.empty:
+        return None
+    flops = 6.0 * q * (tokens / epochs) * (rows["epoch"].astype(float) + 1.0)
+    return pd.DataFrame({"flops": flops.to_numpy(), "val_ppl": rows["val_ppl"].to_numpy()})
+
+
 def cost_table(runs: list[Run], roofline: Roofline | None = None) -> pd.DataFrame:
     """Each run's Q as its model states it (metrics `cost_formula`, `cost_terms`,
     `cost_per_token`, written by the run), the measured time per training token, and the time
