@@ -52,6 +52,16 @@ def test_auto_on_a_gpu_asks_cuda_and_ignores_the_cpu():
     assert resolve_precision(gpu, flags={"avx512_bf16"}, cuda_bf16=False) == "32-true"
 
 
+def test_auto_on_a_gpu_that_cuda_cannot_be_asked_about_is_32_true(monkeypatch):
+    def no_cuda():
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", no_cuda)
+    assert resolve_precision(TrainerConfig(accelerator="gpu")) == "32-true"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert resolve_precision(TrainerConfig(accelerator="gpu")) == "bf16-mixed"
+
+
 @pytest.mark.parametrize("value", ["32-true", "bf16-mixed", "16-mixed", 16])
 def test_an_explicit_precision_is_kept(value):
     for flags in (ZEN3, {"amx_bf16"}):

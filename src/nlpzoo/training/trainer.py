@@ -89,12 +89,21 @@ def resolve_precision(
     if cfg.precision != "auto":
         return cfg.precision
     if on_gpu(cfg.accelerator):
-        native = torch.cuda.is_bf16_supported() if cuda_bf16 is None else cuda_bf16
+        native = cuda_supports_bf16() if cuda_bf16 is None else cuda_bf16
     elif on_cpu(cfg.accelerator):
         native = bool(set(BF16_CPU_FLAGS) & set(cpu_flags() if flags is None else flags))
     else:
         native = False
     return "bf16-mixed" if native else "32-true"
+
+
+def cuda_supports_bf16() -> bool:
+    """`torch.cuda.is_bf16_supported()`; False where CUDA cannot be asked (a CPU build of
+    torch: Lightning then refuses the GPU accelerator itself)."""
+    try:
+        return bool(torch.cuda.is_bf16_supported())
+    except (AssertionError, RuntimeError):
+        return False
 
 
 def on_cpu(accelerator: Any) -> bool:
