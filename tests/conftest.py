@@ -36,3 +36,14 @@ def one_thread():
             yield
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_without_native_bf16(monkeypatch):
+    """Runs trained in the test process see a CPU without native bf16, so `trainer.precision:
+    auto` is 32-true and their numbers are fp32's on every machine (a CPU with `avx512_bf16`
+    or `amx_bf16` would train in bf16-mixed). Tests of the rule pass the flags in; a test that
+    starts a training subprocess pins the precision in its params."""
+    from nlpzoo.training import trainer
+
+    monkeypatch.setattr(trainer, "cpu_flags", lambda cpuinfo=None: set())

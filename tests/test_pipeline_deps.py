@@ -170,6 +170,15 @@ def test_every_stage_records_its_time_and_the_report_reads_the_others():
     assert [d for d in committed["report"]["deps"] if d.startswith("timings/")] == deps
 
 
+def test_the_report_depends_on_the_roofline_it_reads():
+    """The report's cost section reads benchmarks/results/roofline.json (the peaks, the
+    machine; tests/report/test_build.py): a new measurement reruns the report."""
+    assert pipeline.ROOFLINE == "benchmarks/results/roofline.json"
+    assert pipeline.ROOFLINE in pipeline.stages(PARAMS, ROOT)["report"]["deps"]
+    assert pipeline.ROOFLINE in _dvc_stages()["report"]["deps"]
+    assert (ROOT / pipeline.ROOFLINE).is_file()
+
+
 def test_timings_are_not_git_ignored():
     ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert not {"timings", "timings/", "/timings", "/timings/"} & set(ignored)

@@ -95,12 +95,13 @@ def _train_ddp(monkeypatch, tmp_path, root: Path, params: dict, run: str):
 
 
 def _rank_zero_alone_wrote(tmp_path, root: Path, run: str, logged: float) -> None:
-    """The run's outputs and its one MLflow run, finished, with the logged perplexity; no
-    checkpoint left behind."""
+    """The run's outputs and its one MLflow run, finished, with the logged perplexity; its
+    checkpoints (rank 0's, kept until the evaluate stage) in checkpoints/RUN only."""
     from mlflow import MlflowClient
 
     assert sorted(p.name for p in (root / "models").iterdir()) == [run]
-    assert not (root / "checkpoints" / run).exists()
+    assert [p.name for p in (root / "checkpoints").iterdir()] == [run]
+    assert (root / "checkpoints" / run / "resume.ckpt").is_file()
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from interrupts import KillAt
 from nlpzoo import lifecycle, training
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.tracking import Tracker
+from toy import write_lm_data
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,6 +69,7 @@ def tiny_params(run: str, **trainer) -> dict:
         "early_stopping_patience": 0,
         "checkpoint_every_steps": 10,
         "checkpoint_every_minutes": 0,
+        "precision": "32-true",  # the stage's subprocess too, whatever the CPU (conftest.py)
         **trainer,
     }
     models = {run: {"family": section["family"], "data": "vocab/lm"}}
@@ -88,6 +91,15 @@ def make_project(root: Path, n_train: int = 250) -> Path:
     vocab.save(out / "vocab.txt")
     for split, text in splits.items():
         np.save(out / f"{split}.npy", vocab.encode_lines(text).astype(np.int32))
+    return root
+
+
+def with_benchmarks(root: Path) -> Path:
+    """`root/data/raw/eval`: the word-vector benchmarks the evaluation of an LM run reads."""
+    write_lm_data(root / "toy")
+    (root / "data" / "raw").mkdir(parents=True)
+    shutil.move(root / "toy" / "data" / "raw" / "eval", root / "data" / "raw" / "eval")
+    shutil.rmtree(root / "toy")
     return root
 
 
@@ -151,7 +163,8 @@ def uninterrupted(tmp_path_factory):
                 m.setattr(Tracker, "start", classmethod(_inactive))
                 _train(m, tiny_params(run), run, root, _FirstStep(starts))
             assert starts == [0]
-            assert not (root / "checkpoints" / run).exists()  # a finished run leaves no scratch
+            # kept until the evaluate stage: a rerun of this stage resumes from them
+            assert (root / "checkpoints" / run / "resume.ckpt").is_file()
             done[run] = (_weights(root, run), _curve(root, run))
         return done[run]
 
@@ -179,7 +192,6 @@ def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(
     for name, tensor in reference.items():
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
     assert _curve(project, run) == curve
-    assert not (project / "checkpoints" / run).exists()
 
 
 def test_resumed_run_continues_its_own_mlflow_run(tmp_path, monkeypatch):
@@ -275,7 +287,6 @@ def test_sigkill_then_rerun_resumes_the_stage(tmp_path, uninterrupted):
     resumed = _weights(project, run)
     for name, tensor in reference.items():
         torch.testing.assert_close(resumed[name], tensor, msg=name)
-    assert not (project / "checkpoints" / run).exists()
 
 
 def test_sigterm_makes_the_stage_fail_with_a_hint(monkeypatch, capsys):
@@ -427,3 +438,65 @@ def test_checkpoints_outside_the_checkpoints_folder_are_never_deleted(tmp_path):
     assert (tmp_path / "keep.txt").is_file()
     training.remove_checkpoints(tmp_path / "checkpoints" / "run")
     assert not (tmp_path / "checkpoints" / "run").exists() and (tmp_path / "checkpoints").is_dir()
+
+
+class _Batches(pl.Callback):
+    """Counts the training batches of every fit it is given to."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.count += 1
+
+
+@pytest.mark.parametrize(
+    ("end", "section", "trainer"),
+    [
+        ("max_epochs", {}, {}),
+        # on this data the validation perplexity rises after epoch 2: patience 1 stops at 3
+        (
+            "early stopping",
+            {"optimizer": "adam", "lr": 0.2},
+            {"max_epochs": 10, "early_stopping_patience": 1},
+        ),
+    ],
+)
+def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_trains_nothing(
+    tmp_path, monkeypatch, end, section, trainer
+):
+    """A kill after train renamed models/RUN into place, before DVC recorded it: DVC removes the
+    stage's outputs and reruns it. It resumes from the run's last checkpoint, trains nothing (an
+    early-stopped run no further epoch either) and writes the same model, curve and stats. The
+    evaluate stage removes the checkpoints."""
+    run = "nnlm"
+    root = with_benchmarks(make_project(tmp_path / "proj"))
+    params = tiny_params(run, **trainer)
+    params[run].update(section)
+    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+    counter = _Batches()
+    first = _train(monkeypatch, params, run, root, counter)
+    trained = counter.count
+    assert trained > 0 and (root / "checkpoints" / run / "resume.ckpt").is_file()
+    tokens = int(np.load(root / "data" / "vocab" / "lm" / "train.npy").size)
+    assert first["train_tokens"] == tokens * first["epochs"]  # the report's compute axis
+    if end == "early stopping":
+        assert first["epochs"] < params[run]["trainer"]["max_epochs"]  # it did stop early
+    weights, curve = _weights(root, run), (root / "plots" / f"{run}.csv").read_text()
+
+    shutil.rmtree(root / "models" / run)  # what DVC does before it reruns the stage
+    (root / "plots" / f"{run}.csv").unlink()
+    again = _train(monkeypatch, params, run, root, counter)
+    assert counter.count == trained  # not one more batch
+    for name, tensor in weights.items():
+        torch.testing.assert_close(_weights(root, run)[name], tensor, rtol=0, atol=0, msg=name)
+    assert (root / "plots" / f"{run}.csv").read_text() == curve
+    assert again["epochs"] == first["epochs"] and again["precision"] == first["precision"]
+    assert again["train_tokens"] == first["train_tokens"]
+    # the time of the first process, up to its last checkpoint, counts: the same throughput
+    assert again["train_tokens_per_s"] == pytest.approx(first["train_tokens_per_s"], rel=0.25)
+    assert (root / "checkpoints" / run).is_dir()
+
+    lifecycle.evaluate(params, run, root)
+    assert not (root / "checkpoints" / run).exists()
+    assert (root / "metrics" / f"{run}.json").is_file()

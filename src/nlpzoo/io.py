@@ -87,3 +87,14 @@ def rank_zero_dir(path: Path) -> Iterator[Path]:
     else:
         with tempfile.TemporaryDirectory(prefix=f"nlpzoo-rank{global_rank()}-") as tmp:
             yield Path(tmp)
+
+
+def remove_checkpoints(ckpt_dir: Path) -> None:
+    """Delete a run's checkpoint folder, refusing any path that is not a folder directly inside
+    a `checkpoints/` folder (a run name such as `..` must never empty the project)."""
+    from nlpzoo.errors import ConfigError
+
+    resolved = Path(ckpt_dir).resolve()
+    if resolved.parent.name != "checkpoints" or resolved.name in ("", ".", ".."):
+        raise ConfigError(f"refusing to delete {ckpt_dir}: not a run's folder inside checkpoints/")
+    shutil.rmtree(resolved, ignore_errors=True)

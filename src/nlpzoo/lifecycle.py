@@ -7,7 +7,8 @@ mixture stage is `nlpzoo.evaluation.mixture`).
               says (`count`, `closed_form`, or `lightning`) -> config.json, train_stats.json
               (the model's own cost included) and the task's outputs -> rename into place
               -> log its files to the MLflow run -> close the MLflow run
-    evaluate  reopen the MLflow run -> the task's scores -> metrics/RUN.json, eval/RUN/
+    evaluate  remove checkpoints/RUN/ (train's outputs are recorded by now) -> reopen the
+              MLflow run -> the task's scores -> metrics/RUN.json, eval/RUN/
 
 (The register stage, `nlpzoo.registry`, then logs the run as an MLflow model and registers it.)
 
@@ -22,8 +23,10 @@ Layout written for run RUN (every path relative to the project root):
     eval/RUN/          evaluation outputs (a sibling of models/RUN, which DVC tracks whole)
     plots/RUN.csv      learning curve (epoch, step, train_loss, val_loss, val_ppl, seconds)
     metrics/RUN.json   flat metrics, the same keys that go to MLflow
-    checkpoints/RUN/   while training: Lightning checkpoints, the resume fingerprint and the
-                       MLflow run id; removed when the run is in place
+    checkpoints/RUN/   Lightning checkpoints, the resume fingerprint and the MLflow run id:
+                       written while training, kept after it (a rerun of `train` after a kill
+                       before DVC recorded models/RUN resumes from them), removed when
+                       `evaluate` starts
 """
 
 from __future__ import annotations
@@ -33,13 +36,20 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from nlpzoo.config import build
 from nlpzoo.curves import CURVE_FIELDS
-from nlpzoo.io import atomic_dir, atomic_open, atomic_write_json, global_rank, rank_zero_dir
+from nlpzoo.io import (
+    atomic_dir,
+    atomic_open,
+    atomic_write_json,
+    global_rank,
+    rank_zero_dir,
+    remove_checkpoints,
+)
 from nlpzoo.params import MlflowConfig
 from nlpzoo.tasks import Data, Fitted, Run, Task, load_model, task_of
 from nlpzoo.tracking import Tracker
@@ -59,6 +69,10 @@ def train(params: dict, name: str, root: Path) -> dict:
     run = Run.of(params, name, root)
     task = task_of(run.family)
     _use_threads(run)
+    if run.family.neural:  # `auto` made concrete once: the fingerprint, Lightning, the stats
+        from nlpzoo.training.trainer import resolve_precision
+
+        run.trainer = replace(run.trainer, precision=resolve_precision(run.trainer))
     data = task.load(run)
     resume = _prepare_resume(run, task, data) if run.family.neural else None
     tracker = _open_tracker(run, resuming=resume is not None)
@@ -88,10 +102,8 @@ def train(params: dict, name: str, root: Path) -> dict:
     except BaseException:
         tracker.finish("FAILED")
         raise
-    if run.family.neural and global_rank() == 0:
-        from nlpzoo.training import remove_checkpoints  # refuses a path outside checkpoints/
-
-        remove_checkpoints(run.ckpt_dir)  # a finished run leaves no scratch behind
+    # checkpoints/RUN stays until the evaluate stage: a kill before DVC has recorded models/RUN
+    # reruns this stage, which resumes from the last checkpoint (docs/design.md §8)
     tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
     tracker.log_artifact(run.plots_path)
     _log_model(run, tracker)
@@ -320,6 +332,7 @@ def _fit_lightning(
         "params": int(sum(p.numel() for p in module.model.parameters())),
         "fit_seconds": round(seconds, 2),
         "epochs": fitted.epochs,
+        "precision": str(run.trainer.precision),  # as resolved (`auto` never stays)
         **task.fit_stats(data, fitted),
     }
     return module.model, stats
@@ -352,6 +365,10 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     and log both to the run's MLflow run."""
     run = Run.of(params, name, root)
     task = task_of(run.family)
+    if run.family.neural and global_rank() == 0:
+        # the train stage's outputs are recorded by now: its resume scratch goes (a path
+        # outside checkpoints/ is refused)
+        remove_checkpoints(run.ckpt_dir)
     _use_threads(run)
     tracker = Tracker.resume(run.model_dir, name)
     t0 = time.time()

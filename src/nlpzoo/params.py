@@ -158,6 +158,15 @@ class CooccurConfig:
 # --------------------------------------------------------------------------- run sections
 
 
+# `trainer.precision`: auto (nlpzoo resolves it for the run's device), or what Lightning's Trainer
+# takes (lightning_fabric.connector._PRECISION_INPUT)
+PRECISIONS = (
+    "auto",
+    *("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true"),
+    *("transformer-engine", "transformer-engine-float16"),
+    *(64, 32, 16, "64", "32", "16", "bf16"),
+)
+
 # TrainerConfig's fields: `lightning`, passed to Lightning's Trainer as they are (else nlpzoo's
 # own setting); `result`, a run's result depends on it (else checkpointing, logging, workers)
 _LIGHTNING = {"lightning": True, "result": True}
@@ -175,7 +184,9 @@ class TrainerConfig:
     devices: int | str | list[int] = field(default="auto", metadata=_LIGHTNING)
     strategy: str = field(default="auto", metadata=_LIGHTNING)  # auto | ddp | ddp_spawn | ...
     num_nodes: int = field(default=1, metadata=_LIGHTNING)
-    precision: str | int = field(default="32-true", metadata=_LIGHTNING)  # "bf16-mixed" on GPUs
+    # auto: bf16-mixed where the device multiplies bf16 natively, else 32-true (resolved once per
+    # run by nlpzoo.training.trainer.resolve_precision; docs/design.md §9); or Lightning's own
+    precision: str | int = field(default="auto", metadata=_LIGHTNING)
     max_epochs: int = field(default=5, metadata=_LIGHTNING)
     max_steps: int = field(default=-1, metadata=_LIGHTNING)
     max_time: str | None = field(default=None, metadata=_LIGHTNING)  # "DD:HH:MM:SS"
@@ -201,6 +212,12 @@ class TrainerConfig:
     progress_every_seconds: float = field(default=60.0, metadata=_OWN)
 
     def __post_init__(self) -> None:
+        require(
+            self.precision in PRECISIONS,
+            "precision",
+            f"must be auto or one of Lightning's precisions (32-true, bf16-mixed, 16-mixed, "
+            f"64-true, ...), got {self.precision!r}",
+        )
         require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
         require(self.max_epochs >= 1, "max_epochs", "must be >= 1")
         require(self.max_steps == -1 or self.max_steps >= 1, "max_steps", "must be -1 or >= 1")

@@ -691,3 +691,135 @@ def test_provenance_names_the_commit_the_params_and_the_vocabularies(tmp_path):
     assert len(prov.params_hash) == 12
     assert read_provenance(tmp_path, {**params, "seed": 2}).params_hash != prov.params_hash
     assert read_provenance(tmp_path / "data", params).git_rev == head  # inside the work tree
+
+
+def _roofline(path: Path) -> None:
+    """A roofline.json as benchmarks/roofline.py writes it (no top-level peaks: the report takes
+    the largest figure over the shapes itself)."""
+    _write(
+        path,
+        {
+            "date": "2026-12-04T02:54:22+00:00",
+            "machine": {
+                "cpu": "Test CPU 9000",
+                "cores": 2,
+                "flags": {"avx2": True, "fma": True, "avx512_bf16": False, "amx_bf16": False},
+                "torch": "9.9.9+cpu",
+                "threads": 1,
+            },
+            "peaks": {
+                "small": {"shape": [64, 256, 1024], "fp32_gflops": 40.0, "bf16_gflops": 90.0},
+                "large": {"shape": [1024, 200, 13192], "fp32_gflops": 60.0, "bf16_gflops": 120.0},
+                "ffn": {"shape": [1024, 128, 512], "fp32_gflops": 50.0, "bf16_gflops": 100.0},
+            },
+        },
+    )
+
+
+def test_the_cost_table_holds_each_runs_precision_flops_and_share_of_its_precisions_peak(tmp_path):
+    """Training GFLOP/s = 6 Q tokens/s; the share is of the one-thread peak (the largest over the
+    shapes) of the run's own precision, bf16's for a bf16-mixed run; no share for word vectors;
+    the machine and torch version of the peaks are named."""
+    dirs = _project(tmp_path)
+    q = {"cost_formula": "Q", "cost_terms": "-", "cost_per_token": 1_000_000}
+    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **q, train_tokens_per_s=1e3))
+    bf16 = {**q, "cost_per_token": 2_000_000, "train_tokens_per_s": 1e3, "precision": "bf16-mixed"}
+    _write(dirs["metrics"] / "tlm.json", _lm_metrics("transformer_lm", 110.0, **bf16))
+    fp32 = {**q, "train_tokens_per_s": 2e3, "precision": "32-true"}
+    _write(dirs["metrics"] / "lstm.json", _lm_metrics("rnn_lm", 115.0, **fp32))
+    _write(
+        dirs["metrics"] / "cbow.json",
+        {"family": "word2vec", "task": "vectors", **VECTORS, **q, "train_tokens_per_s": 1e3},
+    )
+    _write(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 150.0))
+    runs = {"nnlm": "nnlm", "tlm": "transformer_lm", "lstm": "rnn_lm", "cbow": "word2vec"}
+    runs["ngram"] = "ngram"
+    _roofline(tmp_path / "roofline.json")
+    text = _render(dirs, runs, roofline=tmp_path / "roofline.json")
+    cost = _rows(text, "## 4. Cost")
+    assert list(cost["run"].replace(" ", "").split("|")[-4:-1]) == [
+        "precision",
+        "trainingGFLOP/s",
+        "shareofone-threadpeak",
+    ]
+    # 6 × 1e6 × 1e3 / 1e9 = 6 GFLOP/s of the fp32 peak 60 (a run that recorded no precision)
+    assert cost["nnlm"].endswith("| fp32 | 6.00 | 10% |")
+    # 6 × 2e6 × 1e3 / 1e9 = 12 GFLOP/s of the bf16 peak 120, not of the fp32 one
+    assert cost["tlm"].endswith("| bf16-mixed | 12.00 | 10% |")
+    assert cost["lstm"].endswith("| fp32 | 12.00 | 20% |")
+    assert cost["cbow"].endswith("| fp32 | 6.00 | – |")  # the kernels: no matrix products
+    assert cost["ngram"].endswith("| – | – | – |")
+    section = text.split("## 4. Cost", 1)[1].split("\n## ", 1)[0]
+    assert "fp32 60.0 GFLOP/s, bf16 120.0 GFLOP/s" in section
+    assert "**Test CPU 9000** (flags avx2, fma; not avx512_bf16, amx_bf16)" in section
+    assert "torch 9.9.9+cpu" in section
+
+    without = _render(dirs, runs, roofline=tmp_path / "absent.json")
+    assert _rows(without, "## 4. Cost")["nnlm"].endswith("| fp32 | 6.00 | – |")
+    assert "No share of the peak" in without and "(not found)" in without
+
+
+def test_quality_against_compute_from_the_committed_metrics_and_curves(tmp_path, monkeypatch):
+    """One figure per task with a validation perplexity, every neural run of the task on it (the
+    n-gram states no Q and is left out): each epoch's val_ppl of plots/RUN.csv at 6 × Q × the
+    tokens trained on up to that epoch, an epoch's tokens being the run's training tokens over
+    its epochs (translation: target pieces, `train_target_tokens`)."""
+    import pandas as pd
+    import yaml
+
+    from nlpzoo.report import figures
+
+    root = Path(__file__).resolve().parents[2]
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    drawn: dict[str, dict] = {}
+    draw = figures.quality_against_compute
+
+    def keep(task, curves, out):
+        drawn[task] = curves
+        return draw(task, curves, out)
+
+    monkeypatch.setattr(figures, "quality_against_compute", keep)
+    dirs = _project(tmp_path)
+    text = _render(
+        {**dirs, "metrics": root / "metrics", "plots": root / "plots", "eval": root / "eval"},
+        None,
+        params=params,
+    )
+    neural = {"lm": ["lstm_lm", "nnlm", "rnn_lm", "transformer_lm"]}
+    neural["mt"] = ["attention", "decoder_mt", "seq2seq", "transformer"]
+    assert {task: sorted(curves) for task, curves in drawn.items()} == neural
+    for task, curves in drawn.items():
+        for run, points in curves.items():
+            m = json.loads((root / "metrics" / f"{run}.json").read_text())
+            curve = pd.read_csv(root / "plots" / f"{run}.csv")
+            if task == "mt":
+                tokens = m["train_target_tokens"]
+            else:  # recorded as train_tokens from now on; these metrics predate it
+                tokens = m.get("train_tokens", m["train_tokens_per_s"] * m["fit_seconds"])
+            per_epoch = 6 * m["cost_per_token"] * tokens / m["epochs"]
+            assert len(points) == len(curve) == m["epochs"], run
+            expected = per_epoch * (curve["epoch"].to_numpy() + 1)
+            np.testing.assert_allclose(points["flops"], expected, rtol=1e-3, err_msg=run)
+            np.testing.assert_allclose(points["val_ppl"], curve["val_ppl"], err_msg=run)
+            assert points["flops"].iloc[-1] == pytest.approx(6 * m["cost_per_token"] * tokens)
+    figs = dirs["reports"] / "figures"
+    assert (figs / "compute_lm.png").is_file() and (figs / "compute_mt.png").is_file()
+    assert "![Validation perplexity against training FLOPs, translation]" in text
+    assert "per SentencePiece piece of the shared vocabulary" in text
+    html = (dirs["reports"] / "index.html").read_text()
+    assert html.count('alt="Validation perplexity against training FLOPs') == 2
+
+
+def test_the_report_stage_reads_the_projects_roofline(tmp_path):
+    """`report_project` (the stage) takes the peaks and the machine from the project's
+    benchmarks/results/roofline.json, the file dvc.yaml makes it depend on."""
+    from nlpzoo.pipeline import ROOFLINE
+    from nlpzoo.report.build import report_project
+
+    q = {"cost_formula": "Q", "cost_per_token": 1_000_000, "train_tokens_per_s": 1e3}
+    _write(tmp_path / "metrics" / "nnlm.json", _lm_metrics("nnlm", 120.0, **q))
+    params = {"models": {"nnlm": {"family": "nnlm", "data": "vocab/lm"}}}
+    assert "No share of the peak" in report_project(params, root=tmp_path)
+    _roofline(tmp_path / ROOFLINE)
+    text = report_project(params, root=tmp_path)
+    assert "**Test CPU 9000**" in text and _rows(text, "## 4. Cost")["nnlm"].endswith("| 10% |")

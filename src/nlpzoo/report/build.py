@@ -27,7 +27,7 @@ from nlpzoo.config import build
 from nlpzoo.families import FAMILIES, TASKS
 from nlpzoo.io import atomic_dir, atomic_write_text
 from nlpzoo.params import EvaluationConfig, MixtureConfig, ReportConfig, parse_models
-from nlpzoo.pipeline import stage_order
+from nlpzoo.pipeline import ROOFLINE, stage_order
 from nlpzoo.report import figures, inputs, tables
 from nlpzoo.report.document import (
     Block,
@@ -56,9 +56,10 @@ TASK_TITLES = {"lm": "language models", "vectors": "word vectors", "mt": "transl
 
 
 def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") -> str:
-    """The `report` stage: `root/reports/` from the project's metrics/, plots/, eval/, models/
-    and timings/ (each earlier stage's time), for the enabled runs of `params`' `models:`, with
-    each run's figures attached to its MLflow run; `exp_name` is the DVC experiment, if any."""
+    """The `report` stage: `root/reports/` from the project's metrics/, plots/, eval/, models/,
+    timings/ (each earlier stage's time) and benchmarks/results/roofline.json, for the enabled
+    runs of `params`' `models:`, with each run's figures attached to its MLflow run;
+    `exp_name` is the DVC experiment, if any."""
     root = Path(root)
     return build_report(
         metrics_dir=root / "metrics",
@@ -67,6 +68,7 @@ def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") ->
         models_dir=root / "models",
         out_dir=root / "reports",
         timings_dir=root / "timings",
+        roofline=root / ROOFLINE,
         params=params,
         config=build(ReportConfig, params.get("report"), "report"),
         provenance=read_provenance(root, params, exp_name),
@@ -82,6 +84,7 @@ def build_report(
     models_dir: Path,
     out_dir: Path,
     timings_dir: Path | None = None,
+    roofline: Path | None = None,
     runs: dict[str, str] | None = None,
     params: dict[str, Any] | None = None,
     config: ReportConfig | None = None,
@@ -90,7 +93,9 @@ def build_report(
 ) -> str:
     """Render the report of `runs`, run -> family; by default the enabled runs of `params`'
     `models:` (`nlpzoo.params.parse_models`). Metrics files of other runs are only listed.
-    With `timings_dir`, a last section shows each stage's time (timings/STAGE.json).
+    With `timings_dir`, a last section shows each stage's time (timings/STAGE.json). With
+    `roofline` (benchmarks/results/roofline.json), the cost section holds each run's training
+    FLOP/s against one thread's matrix-product peak, and names the machine of that peak.
 
     Returns the Markdown text; writes `out_dir` as a whole (report.md, index.html, figures/).
     With `mlflow`, each run's figures are also attached to its MLflow run (the one recorded in
@@ -108,6 +113,8 @@ def build_report(
         ctx = _Context(cfg, prov, params, found, Path(plots_dir), Path(eval_dir), Path(models_dir))
         ctx.tasks = {task_of(family) for family in runs.values()}  # found or not
         ctx.enabled = runs
+        ctx.roofline_path = Path(roofline) if roofline is not None else None
+        ctx.roofline = inputs.load_roofline(roofline) if roofline is not None else None
         blocks: list[Block] = [Heading(TITLE, 1)]
         blocks += _header(ctx)
         blocks += _language_models(ctx, mixtures)
@@ -137,6 +144,7 @@ def log_figures(eval_dir: Path, fig_dir: Path, runs: Iterable[Run]) -> None:
             *fig_dir.glob(f"projection_{r.name}.png"),
             *sorted(fig_dir.glob(f"attention_{r.name}_*.png")),
             *fig_dir.glob(f"curves_{r.task}.png"),
+            *fig_dir.glob(f"compute_{r.task}.png"),
         ]
         if figs and inputs.has_mlflow_run(eval_dir, r.name):
             tracker = Tracker.resume(eval_dir / r.name, r.name)
@@ -154,6 +162,8 @@ class _Context:
         self.notes: list[str] = []  # missing artifacts, for the footer
         self.tasks: set[str] = set()  # the tasks of the runs shown (data rows of the header)
         self.enabled: dict[str, str] = {}  # every run to report, found or not -> its family
+        self.roofline: inputs.Roofline | None = None  # one thread's matrix-product peaks
+        self.roofline_path: Path | None = None
 
     def of_task(self, task: str) -> list[Run]:
         return [r for r in self.runs.values() if r.task == task]
@@ -490,7 +500,7 @@ def _on_multi30k(ctx: _Context) -> bool:
 
 def _cost(ctx: _Context) -> list[Block]:
     blocks: list[Block] = [Heading("4. Cost")]
-    table = tables.cost_table(list(ctx.runs.values()))
+    table = tables.cost_table(list(ctx.runs.values()), ctx.roofline)
     if table.empty:
         return [*blocks, Para("No run reports its cost or training speed yet.")]
     blocks += [
@@ -506,9 +516,47 @@ def _cost(ctx: _Context) -> list[Block]:
             "and update, so about 3 Q of work); the ratio of the two is the time per "
             "multiply-add each implementation achieves on this machine."
         ),
+        Para(
+            "Precision is the one each neural run trained in (metrics `precision`, "
+            "`trainer.precision` as resolved: `auto` is bf16-mixed where the machine has native "
+            "bf16, fp32 otherwise; fp32 for a run that recorded none). Training GFLOP/s = "
+            "6 × Q × training tokens per second / 10⁹ (forward 2Q FLOPs, backward about twice "
+            "that). " + _peak_note(ctx)
+        ),
         Table(table),
     ]
     return blocks
+
+
+def _peak_note(ctx: _Context) -> str:
+    """Where the peaks of the cost table's last column come from: the machine, or how to
+    measure them."""
+    rf = ctx.roofline
+    if rf is None:
+        where = f"`{ROOFLINE}`" if ctx.roofline_path is None else f"`{ROOFLINE}` (not found)"
+        return (
+            f"No share of the peak: it needs one thread's matrix-product peak, {where}; "
+            '`python benchmarks/roofline.py` measures it (docs/benchmarks.md, "Roofline").'
+        )
+    peaks = ", ".join(
+        f"{k} {rf.peak_gflops[k]:,.1f} GFLOP/s" for k in ("fp32", "bf16") if k in rf.peak_gflops
+    )
+    on = [f for f, present in rf.flags.items() if present]
+    off = [f for f, present in rf.flags.items() if not present]
+    flags = ", ".join(on) or "none of those looked at"
+    if off:
+        flags += f"; not {', '.join(off)}"
+    threads = f"{rf.threads} threads" if rf.threads and rf.threads > 1 else "one thread"
+    return (
+        "The share is of one thread's matrix-product peak in the run's precision (bf16's for "
+        "the bf16 runs, fp32's otherwise), the largest figure over the runs' matrix shapes "
+        f"(`{ROOFLINE}`, `python benchmarks/roofline.py`): {peaks}, measured with "
+        f"{threads} on **{rf.cpu}** (flags {flags}) with "
+        f"torch {rf.torch}" + (f", {rf.date[:10]}" if rf.date else "") + ". Each run trains on "
+        "one thread (`trainer.threads`); the share means something when the runs trained on "
+        "that machine. Word-vector runs update through their own kernels, not matrix "
+        "products: no share."
+    )
 
 
 # --------------------------------------------------------------------------- 5 learning curves
@@ -540,7 +588,40 @@ def _curves(ctx: _Context, fig_dir: Path) -> list[Block]:
         ),
         *figs,
     ]
-    return blocks
+    return blocks + _compute_curves(ctx, by_task, fig_dir)
+
+
+def _compute_curves(ctx: _Context, by_task: dict[str, dict], fig_dir: Path) -> list[Block]:
+    """Quality against compute, one figure per task with a validation perplexity (language
+    models, translation): each neural run's curve against the training FLOPs spent."""
+    figs: list[Block] = []
+    for task in ("lm", "mt"):
+        found = {}
+        for name, df in by_task.get(task, {}).items():
+            run = ctx.runs[name]
+            if FAMILIES[run.family].neural:
+                points = tables.flops_curve(run.metrics, df)
+                if points is not None:
+                    found[name] = points
+        path = figures.quality_against_compute(task, found, fig_dir / f"compute_{task}.png")
+        if path:
+            title = TASK_TITLES.get(task, task)
+            figs.append(Figure(path, f"Validation perplexity against training FLOPs, {title}"))
+    if not figs:
+        return []
+    return [
+        Para(
+            "Quality against compute: each neural run's validation perplexity after every "
+            "epoch against the training FLOPs it had spent by then, 6 × Q × the tokens trained "
+            "on up to that epoch (an epoch's tokens: the run's training tokens over its epochs; "
+            "Q as in the cost section), both axes logarithmic. A curve further left reaches "
+            "the same perplexity with less arithmetic, a lower one is better at the same cost; "
+            "the n-gram, which states no Q, is not drawn. Translation perplexity is per "
+            "SentencePiece piece of the shared vocabulary: comparable between the translation "
+            "runs, not with the language models'."
+        ),
+        *figs,
+    ]
 
 
 # --------------------------------------------------------------------------- 6 time per stage

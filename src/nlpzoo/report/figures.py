@@ -1,4 +1,5 @@
-"""The report's figures: learning curves per task, 2-D maps of probe words, attention heatmaps.
+"""The report's figures: learning curves per task, quality against training compute per task,
+2-D maps of probe words, attention heatmaps.
 
 Figures are drawn on `matplotlib.figure.Figure` objects (the Agg canvas, no pyplot state), so the
 report renders the same on a machine with or without a display.
@@ -68,6 +69,33 @@ def learning_curves(task: str, curves: dict[str, pd.DataFrame], out: Path) -> Pa
         ax.yaxis.set_major_locator(MaxNLocator(nbins=8))
     ax.set_title(f"{TASK_NAMES.get(task, task)}: {label}")
     ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out)
+    return out
+
+
+def quality_against_compute(task: str, curves: dict[str, pd.DataFrame], out: Path) -> Path | None:
+    """One figure for one task: each run's validation perplexity after every epoch against the
+    training FLOPs spent by then (`tables.flops_curve`: columns `flops`, `val_ppl`), both axes
+    logarithmic, every run on the one axis."""
+    drawn = {n: d for n, d in sorted(curves.items()) if d is not None and len(d)}
+    if not drawn:
+        return None
+    fig = Figure(figsize=(7, 4.2), dpi=DPI)
+    ax = fig.add_subplot()
+    for name, d in drawn.items():
+        ax.plot(d["flops"], d["val_ppl"], marker="o", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())  # plain numbers on the perplexity axis
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=8))
+    ax.set_xlabel("training FLOPs spent (6 × Q × tokens trained on)")
+    unit = " (per SentencePiece piece)" if task == "mt" else ""
+    ax.set_ylabel(f"validation perplexity{unit}")
+    ax.set_title(f"{TASK_NAMES.get(task, task)}: quality against training compute")
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out)

@@ -13,6 +13,8 @@ eval/RUN/                 neighbours.json, analogies.json, LM samples.json, MT s
 models/RUN/vectors.txt    word2vec text format; only the rows of the probe words are read
 data/vocab/TASK/stats.json  vocabulary size and split sizes, for the header
 timings/STAGE.json        each stage's wall and CPU time (`nlpzoo.cli.write_timing`)
+benchmarks/results/roofline.json  the one-thread fp32 and bf16 matrix-product peaks at the runs'
+                          shapes and the machine they were measured on (benchmarks/roofline.py)
 """
 
 from __future__ import annotations
@@ -255,3 +257,56 @@ def load_timings(timings_dir: Path, stages: list[str]) -> dict[str, dict | None]
         record = load_json(Path(timings_dir) / f"{stage}.json")
         found[stage] = record if isinstance(record, dict) else None
     return found
+
+
+@dataclass
+class Roofline:
+    """What benchmarks/roofline.py measured: one thread's matrix-product peak in GFLOP/s per
+    precision (the largest figure over the runs' shapes, as roofline.py takes it), and the
+    machine: CPU model, the flags roofline.py looks at (flag -> present), torch's version."""
+
+    peak_gflops: dict[str, float]  # "fp32", "bf16" -> GFLOP/s
+    cpu: str = "?"
+    flags: dict[str, bool] = field(default_factory=dict)
+    torch: str = "?"
+    threads: int | None = None
+    date: str = ""
+
+
+def load_roofline(path: Path) -> Roofline | None:
+    """benchmarks/results/roofline.json as a `Roofline`; None when the file is missing,
+    unreadable or holds no peak."""
+    data = load_json(path)
+    if not isinstance(data, dict):
+        return None
+    rows = data.get("peaks") if isinstance(data.get("peaks"), dict) else {}
+    peaks = {}
+    for kind in ("fp32", "bf16"):
+        found = [_positive(r.get(f"{kind}_gflops")) for r in rows.values() if isinstance(r, dict)]
+        found = [x for x in found if x is not None]
+        best = max(found) if found else _positive(data.get(f"peak_{kind}_gflops"))
+        if best is not None:
+            peaks[kind] = best
+    if not peaks:
+        return None
+    machine = data.get("machine") if isinstance(data.get("machine"), dict) else {}
+    flags = machine.get("flags") if isinstance(machine.get("flags"), dict) else {}
+    threads = machine.get("threads")
+    return Roofline(
+        peak_gflops=peaks,
+        cpu=str(machine.get("cpu") or "?"),
+        flags={str(k): bool(v) for k, v in flags.items()},
+        torch=str(machine.get("torch") or "?"),
+        threads=threads if isinstance(threads, int) and not isinstance(threads, bool) else None,
+        date=str(data.get("date") or ""),
+    )
+
+
+def _positive(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if np.isfinite(x) and x > 0 else None

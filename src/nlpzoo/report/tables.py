@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from nlpzoo.report.inputs import Run
+from nlpzoo.families import FAMILIES
+from nlpzoo.report.inputs import Roofline, Run
 
 DASH = "–"
 
@@ -247,10 +248,61 @@ def mt_signatures(runs: list[Run]) -> list[str]:
 # --------------------------------------------------------------------------- cost
 
 
-def cost_table(runs: list[Run]) -> pd.DataFrame:
+def precision_of(m: dict[str, Any]) -> str:
+    """A run's training precision as its metrics record it (`precision`, as resolved from
+    `trainer.precision`), fp32 for 32-true and for a run that recorded none."""
+    value = m.get("precision")
+    if value is None or str(value) in ("32-true", "32"):
+        return "fp32"
+    return str(value)
+
+
+def peak_kind(precision: str) -> str:
+    """The peak a run of `precision` is held against: bf16's for the bf16 precisions
+    (bf16-mixed multiplies in bf16), fp32's otherwise."""
+    return "bf16" if "bf16" in precision else "fp32"
+
+
+def training_gflops(m: dict[str, Any]) -> float | None:
+    """Achieved training GFLOP/s: 6 × Q × training tokens per second / 1e9 (forward 2Q FLOPs
+    per token, backward about twice that)."""
+    q, tps = _num(m.get("cost_per_token")), _num(m.get("train_tokens_per_s"))
+    return 6.0 * q * tps / 1e9 if q and tps else None
+
+
+def train_tokens(m: dict[str, Any]) -> float | None:
+    """The tokens a run trained on, every epoch's: `train_tokens` (language models),
+    `train_target_tokens` (translation: target pieces, what its Q is counted per), else
+    tokens per second × fitting seconds (metrics written before `train_tokens` was)."""
+    for key in ("train_tokens", "train_target_tokens"):
+        if _num(m.get(key)):
+            return _num(m.get(key))
+    tps, seconds = _num(m.get("train_tokens_per_s")), _num(m.get("fit_seconds"))
+    return tps * seconds if tps and seconds else None
+
+
+def flops_curve(m: dict[str, Any], curve: pd.DataFrame) -> pd.DataFrame | None:
+    """A run's validation perplexity after each epoch (plots/RUN.csv) against the training
+    FLOPs spent by then: 6 × Q × training tokens up to that epoch, the tokens of an epoch being
+    the run's training tokens / its epochs. Columns `flops`, `val_ppl`; None for a run without
+    Q, training tokens, epochs or validation perplexities."""
+    q, tokens, epochs = _num(m.get("cost_per_token")), train_tokens(m), _num(m.get("epochs"))
+    if not (q and tokens and epochs) or "val_ppl" not in curve or "epoch" not in curve:
+        return None
+    rows = curve[curve["val_ppl"].notna()]
+    if rows.empty:
+        return None
+    flops = 6.0 * q * (tokens / epochs) * (rows["epoch"].astype(float) + 1.0)
+    return pd.DataFrame({"flops": flops.to_numpy(), "val_ppl": rows["val_ppl"].to_numpy()})
+
+
+def cost_table(runs: list[Run], roofline: Roofline | None = None) -> pd.DataFrame:
     """Each run's Q as its model states it (metrics `cost_formula`, `cost_terms`,
     `cost_per_token`, written by the run), the measured time per training token, and the time
-    and rate per multiply-add they give. Nothing is computed from the formulas here."""
+    per multiply-add they give; for each neural run its precision, its achieved training
+    GFLOP/s and, for the language and translation models (their work is matrix products), its
+    share of one thread's matrix-product peak in that precision (`roofline`). Nothing is
+    computed from the formulas here."""
     rows = []
     for r in runs:
         m = r.metrics
@@ -262,6 +314,12 @@ def cost_table(runs: list[Run]) -> pd.DataFrame:
         unit = m.get("cost_unit") or "token"
         per = f" per {unit}" if unit != "token" else ""
         seconds = 1.0 / tps if tps else None
+        family = FAMILIES.get(r.family)
+        neural = family is not None and family.neural
+        precision = precision_of(m) if neural else DASH
+        gflops = training_gflops(m) if neural else None
+        peak = roofline.peak_gflops.get(peak_kind(precision)) if roofline else None
+        matrix_work = neural and r.task in ("lm", "mt")
         rows.append(
             {
                 "run": r.name,
@@ -271,7 +329,11 @@ def cost_table(runs: list[Run]) -> pd.DataFrame:
                 "Q (multiply-adds per token)": f"{q:,.0f}{per}" if q else DASH,
                 "measured µs per training token": f"{seconds * 1e6:,.3g}" if seconds else DASH,
                 "ns per multiply-add": f"{seconds / q * 1e9:.3f}" if seconds and q else DASH,
-                "GMAC/s achieved": f"{q * tps / 1e9:.2f}" if q and tps else DASH,
+                "precision": precision,
+                "training GFLOP/s": f"{gflops:,.2f}" if gflops else DASH,
+                "share of one-thread peak": (
+                    f"{gflops / peak:.0%}" if gflops and peak and matrix_work else DASH
+                ),
             }
         )
     return pd.DataFrame(rows)

@@ -60,7 +60,9 @@ class LMTask(Task):
         return perplexity(model.log_probs(data.arrays["valid"]))
 
     def fit_stats(self, data: W.WordData, fitted: Fitted) -> dict:
-        return W.throughput(int(data.arrays["train"].size), fitted)
+        """train_tokens (every epoch's, the report's compute axis) and train_tokens_per_s."""
+        tokens = int(data.arrays["train"].size)
+        return {"train_tokens": W.units_seen(tokens, fitted), **W.throughput(tokens, fitted)}
 
     def save(self, run: Run, data: W.WordData, model: Any, folder) -> None:
         if self.family.vectors:

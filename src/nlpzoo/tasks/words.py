@@ -64,10 +64,15 @@ def fingerprint(data: WordData) -> tuple[dict, list]:
     return {"counts": list(data.counts)}, [np.asarray(data.arrays[k]) for k in sorted(data.arrays)]
 
 
+def units_seen(units_per_epoch: int, fitted: Fitted) -> int:
+    """The units (tokens, or co-occurrence entries) of the epochs run, over every rank."""
+    world = max(fitted.world_size, 1)
+    return int(units_per_epoch // world * world * fitted.epochs * fitted.fraction)
+
+
 def throughput(units_per_epoch: int, fitted: Fitted) -> dict:
     """train_tokens_per_s: the units (tokens, or co-occurrence entries) of the epochs run."""
-    world = max(fitted.world_size, 1)
-    seen = int(units_per_epoch // world * world * fitted.epochs * fitted.fraction)
+    seen = units_seen(units_per_epoch, fitted)
     return {"train_tokens_per_s": round(seen / max(fitted.seconds, 1e-9), 1)}
 
 

@@ -109,6 +109,12 @@ class CurveWriter(pl.Callback):
                 self.tracker.log_metrics({"train/loss_epoch": loss}, step=trainer.global_step)
         self.write()
 
+    def on_fit_end(self, trainer, pl_module) -> None:
+        # a run resumed from its last checkpoint trains nothing and calls no hook above: its
+        # curve (restored from the checkpoint) is written here
+        if trainer.is_global_zero and self.rows:
+            self.write()
+
     def write(self) -> None:
         from nlpzoo.io import atomic_open
 

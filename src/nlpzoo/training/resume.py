@@ -7,7 +7,6 @@ import hashlib
 import json
 import logging
 import random
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,16 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Checkpoint
 
-from nlpzoo.errors import ConfigError
+from nlpzoo.io import remove_checkpoints
+
+__all__ = [
+    "ResumeCheckpoint",
+    "fingerprint",
+    "prepare_resume",
+    "remove_checkpoints",  # nlpzoo.io's (no torch: the evaluate stage removes the folder)
+    "rng_state",
+    "set_rng_state",
+]
 
 log = logging.getLogger("nlpzoo.training")  # the package's one logger
 
@@ -55,6 +63,12 @@ class ResumeCheckpoint(Checkpoint):
     place (`LocalCheckpointIO`), so a kill while writing leaves the previous checkpoint intact.
     A `Checkpoint` subclass, so Lightning runs it after the other callbacks and it saves their
     updated states.
+
+    The checkpoint also records whether training was told to stop (early stopping, `max_time`)
+    when it was written: resumed from the last epoch's checkpoint of a run that stopped early,
+    training stops again at once, as Lightning itself does for a run that reached
+    `max_epochs`, instead of training another epoch (the train stage rerun after a kill that
+    came once the run had finished, before DVC recorded its outputs).
     """
 
     FILE = "resume.ckpt"
@@ -69,15 +83,23 @@ class ResumeCheckpoint(Checkpoint):
         # so that fit_seconds and the throughput cover the whole training
         self.seconds_before = 0.0
         self._fit_t0 = time.monotonic()
+        self._trainer: pl.Trainer | None = None
+        self.stopped = False  # the checkpoint resumed from was written after the last epoch
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self._fit_t0 = time.monotonic()
+        self._trainer = trainer
 
     def state_dict(self) -> dict:
-        return {"fit_seconds": self.seconds_before + time.monotonic() - self._fit_t0}
+        stopped = self._trainer is not None and bool(self._trainer.should_stop)
+        return {
+            "fit_seconds": self.seconds_before + time.monotonic() - self._fit_t0,
+            "stopped": stopped,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.seconds_before = float(state.get("fit_seconds", 0.0))
+        self.stopped = bool(state.get("stopped", False))
 
     def on_train_end(self, trainer, pl_module) -> None:
         trainer.callback_metrics[self.METRIC] = torch.tensor(
@@ -91,6 +113,9 @@ class ResumeCheckpoint(Checkpoint):
     def on_train_start(self, trainer, pl_module) -> None:
         self._last_time = time.monotonic()
         self._last_step = trainer.global_step
+        if self.stopped:  # every rank loaded the same checkpoint: all stop
+            log.info("the checkpoint resumed from ends the training: nothing left to train")
+            trainer.should_stop = True
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
@@ -189,12 +214,3 @@ def _what_changed(ckpt_dir: Path, parts: dict | None) -> str:
     if changed:
         return f"written with other versions ({', '.join(changed)})"
     return "written for other params or data"
-
-
-def remove_checkpoints(ckpt_dir: Path) -> None:
-    """Delete a run's checkpoint folder, refusing any path that is not a folder directly inside
-    a `checkpoints/` folder (a run name such as `..` must never empty the project)."""
-    resolved = Path(ckpt_dir).resolve()
-    if resolved.parent.name != "checkpoints" or resolved.name in ("", ".", ".."):
-        raise ConfigError(f"refusing to delete {ckpt_dir}: not a run's folder inside checkpoints/")
-    shutil.rmtree(resolved, ignore_errors=True)

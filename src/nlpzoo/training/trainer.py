@@ -1,9 +1,11 @@
-"""The Trainer factory: the `trainer:` section of params, callbacks, the checkpoint writer."""
+"""The Trainer factory: the `trainer:` section of params, callbacks, the checkpoint writer, and
+the precision `auto` resolves to on the run's device."""
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,71 @@ def on_gpu(accelerator: Any) -> bool:
     return False
 
 
+# CPU flags of native bf16 arithmetic (Linux /proc/cpuinfo): AVX-512 BF16 (Cooper Lake, Zen 4 and
+# later), AMX (Sapphire Rapids and later)
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU's feature flags (the first `flags` line of /proc/cpuinfo); none where the file
+    is absent (not Linux)."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return set()
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return set(value.split())
+    return set()
+
+
+def resolve_precision(
+    cfg: TrainerConfig, flags: Iterable[str] | None = None, cuda_bf16: bool | None = None
+) -> str | int:
+    """The precision a run trains with: `cfg.precision` unless it is `auto`, which is
+    `bf16-mixed` where the device multiplies bf16 natively and `32-true` elsewhere
+    (docs/design.md §9): on a CUDA GPU, when `torch.cuda.is_bf16_supported()`; on a CPU, when
+    it has one of `BF16_CPU_FLAGS`; on any other accelerator, `32-true`.
+
+    `flags` (the CPU's, default `cpu_flags()`) and `cuda_bf16` (default torch's answer) are
+    there for tests."""
+    if cfg.precision != "auto":
+        return cfg.precision
+    if on_gpu(cfg.accelerator):
+        native = cuda_supports_bf16() if cuda_bf16 is None else cuda_bf16
+    elif on_cpu(cfg.accelerator):
+        native = bool(set(BF16_CPU_FLAGS) & set(cpu_flags() if flags is None else flags))
+    else:
+        native = False
+    return "bf16-mixed" if native else "32-true"
+
+
+def cuda_supports_bf16() -> bool:
+    """`torch.cuda.is_bf16_supported()`; False where CUDA cannot be asked (a CPU build of
+    torch: Lightning then refuses the GPU accelerator itself)."""
+    try:
+        return bool(torch.cuda.is_bf16_supported())
+    except (AssertionError, RuntimeError):
+        return False
+
+
+def on_cpu(accelerator: Any) -> bool:
+    """Whether the run's accelerator resolves to the CPU ("cpu", or "auto" on a machine with
+    no CUDA GPU and no Apple GPU)."""
+    from pytorch_lightning.accelerators import CPUAccelerator
+
+    if isinstance(accelerator, CPUAccelerator):
+        return True
+    if isinstance(accelerator, str):
+        name = accelerator.lower()
+        if name == "auto":
+            mps = getattr(torch.backends, "mps", None)
+            return not torch.cuda.is_available() and not (mps is not None and mps.is_available())
+        return name == "cpu"
+    return False
+
+
 def make_trainer(
     cfg: TrainerConfig,
     run: str,
@@ -97,6 +164,7 @@ def make_trainer(
             EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
         )
     kwargs = {k: v for k, v in asdict(cfg).items() if k in LIGHTNING_KEYS}
+    kwargs["precision"] = resolve_precision(cfg)  # `auto` is nlpzoo's, not Lightning's
     if on_gpu(cfg.accelerator):
         if not kwargs.get("deterministic"):  # "warn" from params stays
             kwargs["deterministic"] = True
