@@ -5,18 +5,20 @@ Usage: python benchmarks/roofline.py [--out benchmarks/results/roofline.json] [-
 
 1. Peak. With `torch.set_num_threads(1)`, it times `a @ b` in fp32 and in bf16 at the shapes
    the runs multiply (a batch of 1,024 rows: 64 sentences x 16 pieces, or 32 x 32 tokens):
-       output layers   1024x128 @ 128x8000 (MT), 1024x200 @ 200x13192 (LM, full softmax)
+       output layers   1024x128 @ 128x4000 (MT), 1024x200 @ 200x13192 (LM, full softmax)
        FFN             1024x128 @ 128x512, 1024x512 @ 512x128
        recurrent step  64x256 @ 256x1024 (an LSTM's four gates, one time step of a batch)
        square          1024^3
    FLOPs are 2mnk; each shape is run for `--seconds` after a warm-up and the best of three
    such windows is kept. The peak is the largest fp32 (and bf16) figure: what one core does
    on a plain matrix product of the sizes these models have.
-2. Runs. For each run's metrics/RUN.json (its own recorded `cost_per_token` Q, the multiply-adds
-   of one forward pass per token, and `train_tokens_per_s`), the achieved training FLOP/s is
-   6 x Q x tokens/s (forward 2Q FLOPs, backward about twice that) and its share of the fp32
-   peak; the pipeline's floor is its total training FLOPs (6 x Q x tokens seen) at the peak on
-   every core, beside the training time the stages recorded (timings/).
+2. Runs (printed, from metrics/, not saved: the saved peaks are an input of the report stage,
+   which computes the same shares). For each run's metrics/RUN.json (its recorded
+   `cost_per_token` Q, the multiply-adds of one forward pass per token, `train_tokens_per_s` and
+   `precision`), the achieved training FLOP/s is 6 x Q x tokens/s (forward 2Q FLOPs, backward
+   about twice that) and its share of the peak of the precision it trained in (bf16 for
+   bf16-mixed); the pipeline's floor is its training FLOPs at those peaks on every core, beside
+   the fitting time the runs recorded.
 
 The result (JSON) names the machine (CPU model, flags that matter: avx2, avx512f,
 avx512_bf16, amx_bf16), torch's version, the threads and the load average before and after;
@@ -36,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "roofline.json"
 SHAPES = {  # name -> (m, k, n): (m x k) @ (k x n)
-    "output_mt": (1024, 128, 8000),
+    "output_mt": (1024, 128, 4000),
     "output_lm": (1024, 200, 13192),
     "ffn_up": (1024, 128, 512),
     "ffn_down": (1024, 512, 128),
@@ -106,34 +108,39 @@ def peaks(seconds: float) -> dict:
     return table
 
 
-def runs(peak_fp32: float, cores: int) -> dict:
-    """Each run's achieved training FLOP/s (6 Q tokens/s) and share of the fp32 peak, from its
-    metrics/RUN.json; the pipeline's floor from the tokens it trained on."""
-    out, total_flops, total_seconds = {}, 0.0, 0.0
+def runs(peak_fp32: float, peak_bf16: float, cores: int) -> dict:
+    """Each run's achieved training FLOP/s (6 Q tokens/s) and its share of the one-thread peak of
+    the precision it trained in (metrics `precision`: bf16-mixed against the bf16 peak, anything
+    else against fp32), from metrics/RUN.json; the pipeline's floor from the FLOPs it trained,
+    each run's at its own precision's peak, on every core."""
+    out, total_flops, total_seconds, floor_seconds = {}, 0.0, 0.0, 0.0
     for path in sorted((ROOT / "metrics").glob("*.json")):
         m = json.loads(path.read_text())
         q, rate, fit = m.get("cost_per_token"), m.get("train_tokens_per_s"), m.get("fit_seconds")
         if not (q and rate and fit) or m.get("task") == "vectors" or m.get("family") == "ngram":
             continue  # the count and closed-form runs and word2vec do no matrix products here
+        precision = str(m.get("precision", "32-true"))
+        peak = peak_bf16 if precision.startswith("bf16") else peak_fp32
         achieved = 6.0 * q * rate / 1e9
         flops = 6.0 * q * rate * fit
         total_flops += flops
         total_seconds += fit
+        floor_seconds += flops / (peak * 1e9)
         out[path.stem] = {
             "family": m.get("family"),
+            "precision": precision,
             "cost_per_token": q,
             "train_tokens_per_s": rate,
             "fit_seconds": fit,
             "training_tflop": round(flops / 1e12, 2),
             "achieved_gflops": round(achieved, 1),
-            "share_of_fp32_peak": round(achieved / peak_fp32, 3),
+            "share_of_peak": round(achieved / peak, 3),
         }
-    floor_min = total_flops / (peak_fp32 * 1e9 * cores) / 60
     return {
         "runs": out,
         "training_tflop": round(total_flops / 1e12, 1),
         "training_minutes_recorded": round(total_seconds / 60, 1),
-        "floor_minutes_at_fp32_peak_all_cores": round(floor_min, 1),
+        "floor_minutes_at_peak_all_cores": round(floor_seconds / cores / 60, 1),
     }
 
 
@@ -159,21 +166,26 @@ def markdown(result: dict) -> str:
         "",
         f"fp32 peak {result['peak_fp32_gflops']} GFLOP/s, bf16 peak {result['peak_bf16_gflops']}.",
         "",
-        "| run | Q per token | tokens/s | training TFLOP | achieved GFLOP/s | share of fp32 peak |",
-        "|---|---|---|---|---|---|",
     ]
-    r = result["pipeline"]
+    r = runs(result["peak_fp32_gflops"], result["peak_bf16_gflops"], mach["cores"])
+    if not r["runs"]:
+        return "\n".join(lines)
+    lines += [
+        "| run | precision | Q per token | tokens/s | training TFLOP | achieved GFLOP/s "
+        "| share of its precision's peak |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, row in r["runs"].items():
         lines.append(
-            f"| `{name}` | {row['cost_per_token']:,} | {row['train_tokens_per_s']:,} | "
-            f"{row['training_tflop']} | {row['achieved_gflops']} | "
-            f"{row['share_of_fp32_peak']:.0%} |"
+            f"| `{name}` | {row['precision']} | {row['cost_per_token']:,} | "
+            f"{row['train_tokens_per_s']:,} | {row['training_tflop']} | "
+            f"{row['achieved_gflops']} | {row['share_of_peak']:.0%} |"
         )
     lines += [
         "",
         f"All: {r['training_tflop']} TFLOP in {r['training_minutes_recorded']} min of training "
-        f"stages; at the fp32 peak on all {mach['cores']} cores: "
-        f"{r['floor_minutes_at_fp32_peak_all_cores']} min.",
+        f"stages; at each run's peak on all {mach['cores']} cores: "
+        f"{r['floor_minutes_at_peak_all_cores']} min.",
     ]
     return "\n".join(lines)
 
@@ -183,28 +195,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--markdown", action="store_true", help="print the saved result's tables")
-    parser.add_argument(
-        "--runs-only", action="store_true", help="recompute the runs' shares, keep the peaks"
-    )
     args = parser.parse_args()
     if args.markdown:
         print(markdown(json.loads(args.out.read_text())))
         return
-    if args.runs_only:
-        result = json.loads(args.out.read_text())
-    else:
-        before = [round(x, 2) for x in os.getloadavg()]
-        table = peaks(args.seconds)
-        result = {
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": machine(),
-            "load_before": before,
-            "load_after": [round(x, 2) for x in os.getloadavg()],
-            "peaks": table,
-            "peak_fp32_gflops": max(r["fp32_gflops"] for r in table.values()),
-            "peak_bf16_gflops": max(r["bf16_gflops"] for r in table.values()),
-        }
-    result["pipeline"] = runs(result["peak_fp32_gflops"], result["machine"]["cores"])
+    before = [round(x, 2) for x in os.getloadavg()]
+    table = peaks(args.seconds)
+    result = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "load_before": before,
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "peaks": table,
+        "peak_fp32_gflops": max(r["fp32_gflops"] for r in table.values()),
+        "peak_bf16_gflops": max(r["bf16_gflops"] for r in table.values()),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(markdown(result))
