@@ -119,7 +119,9 @@ def test_stale_dvc_yaml_is_refused_naming_the_fix(tmp_path):
         pipeline.check(params, tmp_path)
     params["models"]["nnlm"]["enabled"] = True
     params["models"]["nnlm2"] = {"family": "nnlm", "data": "vocab/lm"}
-    with pytest.raises(ConfigError, match=r"missing stages evaluate-nnlm2, register-nnlm2, train-nnlm2"):
+    with pytest.raises(
+        ConfigError, match=r"missing stages evaluate-nnlm2, register-nnlm2, train-nnlm2"
+    ):
         pipeline.check(params, tmp_path)
 
 
