@@ -99,6 +99,40 @@ def test_pyfunc_answers_are_the_commands_answers(project):
     assert out.strip().split("\t")[1] == got[0]
 
 
+def test_the_commands_take_a_registered_version(project):
+    """`--mlflow-run models:/nlpzoo-RUN@ALIAS` and `models:/nlpzoo-RUN/VERSION`: the version's
+    own model, downloaded once into the store's cache folder, answers as the run's folder."""
+    from nlpzoo.tracking import _uri_key
+
+    local = cli(project, "neighbours", "--run", "svd", "cat", "dog", "-k", "3")
+    for ref in ("models:/nlpzoo-svd@champion", "models:/nlpzoo-svd/1"):
+        assert cli(project, "neighbours", "--mlflow-run", ref, "cat", "dog", "-k", "3") == local
+    args = ("generate", "--prompt", "the cat", "--tokens", "6", "--seed", "2")
+    local = cli(project, *args, "--run", "lstm_lm")
+    assert (
+        local[0] == 0 and cli(project, *args, "--mlflow-run", "models:/nlpzoo-lstm_lm/1") == local
+    )
+
+    client = MlflowClient(tracking_uri=_uri(project))
+    version = client.get_model_version(registry.model_name("svd"), "1")
+    model_id = version.source.removeprefix("models:/")
+    cached = project / "mlflow-cache" / _uri_key(_uri(project)) / model_id
+    assert sorted(p.name for p in cached.iterdir()) == [
+        "config.json",
+        "model.npz",
+        "train_stats.json",
+        "vocab.txt",
+    ]
+    for ref, message in [
+        ("models:/nlpzoo-svd/99", "models:/nlpzoo-svd/99 not found at sqlite:///"),
+        ("models:/nlpzoo-svd@best", "models:/nlpzoo-svd@best not found at sqlite:///"),
+        ("models:/nlpzoo-svd", "is not an MLflow run id, nor a registered model's version"),
+    ]:
+        code, out, err = cli(project, "neighbours", "--mlflow-run", ref, "cat")
+        assert code == 1 and out == "" and err.count("\n") == 1, err
+        assert err.startswith("error: ") and message in err, err
+
+
 @pytest.mark.parametrize(
     "inputs, params, message",
     [
@@ -144,7 +178,11 @@ def test_an_unreachable_store_leaves_the_run_intact_in_one_warning(project, monk
     with pytest.warns(RuntimeWarning, match="not registered in MLflow") as caught:
         record = registry.register(params, "ngram", project)
     assert len(caught) == 1 and "\n" not in str(caught[0].message)
-    assert record["registered"] is False
+    assert str(caught[0].message).startswith(
+        f"run 'ngram' not registered in MLflow: MLflow tracking server unreachable at "
+        f"http://127.0.0.1:{port} (connection refused; 5 tries); its files and metrics are intact"
+    )
+    assert record["registered"] is False and record["logged"] is False
     assert {p: p.read_bytes() for p in (project / "models" / "ngram").iterdir()} == before
     # and the record of the earlier registration is replaced by this one's
     assert json.loads((project / "registry" / "ngram.json").read_text())["registered"] is False
@@ -161,10 +199,12 @@ def test_the_model_loads_and_answers_without_the_project(project, tmp_path):
         )
     away = tmp_path / "away"
     away.mkdir()
-    src = str(Path(registry.__file__).resolve().parents[1])
+    # every folder of the path that holds a package nlpzoo (this checkout, an editable install
+    # of another), the working directory too
     script = (
-        "import sys, json, importlib.util\n"
-        f"sys.path = [p for p in sys.path if p not in ({src!r}, '', '.')]\n"
+        "import sys, json, importlib.util, os\n"
+        "sys.path = [p for p in sys.path if p not in ('', '.') and not os.path.isdir("
+        "os.path.join(p, 'nlpzoo'))]\n"
         "assert importlib.util.find_spec('nlpzoo') is None\n"
         "import mlflow.pyfunc\n"
         f"m = mlflow.pyfunc.load_model({str(local)!r})\n"
