@@ -206,7 +206,7 @@ def _run_files(run: Run) -> list[Path]:
 def _log_pyfunc(folder: Path, model_id: str, run: Run) -> Any:
     import mlflow.pyfunc
     from mlflow.models import ModelSignature
-    from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
+    from mlflow.types import DataType, ParamSchema, ParamSpec
 
     import nlpzoo
     from nlpzoo import serving
@@ -220,8 +220,8 @@ def _log_pyfunc(folder: Path, model_id: str, run: Run) -> Any:
         float: DataType.double,
         str: DataType.string,
     }
+    # the params only: the model checks its input itself (nlpzoo.serving says why)
     signature = ModelSignature(
-        inputs=Schema([ColSpec(DataType.string)]),
         params=ParamSchema([ParamSpec(k, kinds[type(v)], v) for k, v in defaults.items()]),
     )
     return mlflow.pyfunc.log_model(
