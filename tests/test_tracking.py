@@ -564,3 +564,19 @@ def test_the_commit_tagged_is_the_working_directorys(monkeypatch, tmp_path, db):
     assert tags["mlflow.source.git.commit"] == heads["copy"]
     assert tags["dvc.exp_name"] == "queued-exp"
     assert tags["dvc.baseline_rev"] == heads["parent"]
+
+
+def test_the_dashboard_address_opens_the_experiments_runs(monkeypatch, tmp_path, db):
+    """`make dashboard` prints it: MLflow's UI would open on its overview."""
+    base = "http://127.0.0.1:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
+    assert tracking.experiment_url(base) == f"{base}/"  # no experiment yet
+    tracking.prepare_store("other")
+    exp_id = tracking.prepare_store("nlpzoo")
+    assert exp_id != "0"
+    url = tracking.experiment_url(base + "/")
+    assert url == f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+    assert tracking.experiment_url(base, "other", db) != url
+    missing = f"sqlite:///{tmp_path / 'none' / 'mlflow.db'}"
+    assert tracking.experiment_url(base, uri=missing) == f"{base}/"
+    assert not (tmp_path / "none").exists()  # nothing made on the way

@@ -577,6 +577,35 @@ def prepare_store_or_warn(experiment: str = "nlpzoo") -> str | None:
         return None
 
 
+def experiment_url(base: str, experiment: str = "nlpzoo", uri: str | None = None) -> str:
+    """The MLflow UI page of `experiment`'s runs in the store at `uri` (`tracking_uri()` by
+    default), served at `base`: `base/#/experiments/ID/runs?workflowType=machine_learning`.
+    MLflow 3's UI opens on its overview, in its GenAI view (kept in the browser's local
+    storage); it reads the view from `workflowType` in the URL, and has no server setting for
+    the page it opens on. `base/` when the store holds no such experiment."""
+    import sqlite3
+
+    uri = uri or tracking_uri()
+    base = base.rstrip("/")
+    if uri.startswith("sqlite:///"):  # read without MLflow: no database made, no migration
+        db = Path(uri[len("sqlite:///") :])
+        row = None
+        if db.is_file():
+            with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db)) as con:
+                row = con.execute(
+                    "SELECT experiment_id FROM experiments WHERE name = ?", (experiment,)
+                ).fetchone()
+        experiment_id = None if row is None else str(row[0])
+    else:
+        from mlflow import MlflowClient
+
+        found = MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
+        experiment_id = None if found is None else found.experiment_id
+    if experiment_id is None:
+        return f"{base}/"
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
 @contextlib.contextmanager
 def _process_tracking_uri(uri: str) -> Iterator[None]:
     """MLflow's module-level functions (`mlflow.pyfunc.log_model`) use the process's tracking
