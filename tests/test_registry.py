@@ -142,6 +142,13 @@ def test_the_commands_take_a_registered_version(project):
         assert err.startswith("error: ") and message in err, err
 
 
+def test_the_model_loads_the_runs_files_when_it_is_loaded(project):
+    """A served model is ready when it answers /ping: no request waits for the weights."""
+    for run, loaded in [("lstm_lm", {"model", "vocab", "vectors"}), ("svd", {"vectors"})]:
+        answerer = _load(project, run).unwrap_python_model().answerer
+        assert loaded <= set(vars(answerer)), sorted(vars(answerer))
+
+
 @pytest.mark.parametrize(
     "inputs, params, message",
     [

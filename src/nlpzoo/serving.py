@@ -99,6 +99,7 @@ class RunModel(mlflow.pyfunc.PythonModel):
         from nlpzoo.use.answers import Answerer
 
         self.answerer = Answerer.open(Path(context.artifacts["run"]))
+        self.answerer.preload()
 
     # no type hints: MLflow would infer the signature from them and drop its params
     def predict(self, context, model_input, params=None):

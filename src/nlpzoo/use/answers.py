@@ -40,6 +40,17 @@ class Answerer:
         config = load_config(folder, f"the run in {folder}")
         return cls(TrainedRun(str(config.get("run", folder.name)), folder, config, folder, True))
 
+    def preload(self) -> None:
+        """Load now what the run answers with (the MLflow model does so when it is loaded: a
+        server is ready when it answers /ping, and its first request waits for no load)."""
+        task = self.run.family.task
+        if task == "mt":
+            _ = (self.model, self.codec)
+        elif task == "lm":
+            _ = (self.model, self.vocab)
+        if task == "vectors" or self.run.family.vectors:
+            _ = self.vectors
+
     @cached_property
     def model(self) -> Any:
         return load_model(self.run)
