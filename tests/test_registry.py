@@ -195,6 +195,7 @@ def test_an_unreachable_store_leaves_the_run_intact_in_one_warning(project, monk
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
     params = yaml.safe_load((project / "params.yaml").read_text())
     before = {p: p.read_bytes() for p in (project / "models" / "ngram").iterdir()}
+    metrics = (project / "metrics" / "ngram.json").read_bytes()
     with pytest.warns(RuntimeWarning, match="not registered in MLflow") as caught:
         record = registry.register(params, "ngram", project)
     assert len(caught) == 1 and "\n" not in str(caught[0].message)
@@ -204,6 +205,7 @@ def test_an_unreachable_store_leaves_the_run_intact_in_one_warning(project, monk
     )
     assert record["registered"] is False and record["logged"] is False
     assert {p: p.read_bytes() for p in (project / "models" / "ngram").iterdir()} == before
+    assert (project / "metrics" / "ngram.json").read_bytes() == metrics
     # and the record of the earlier registration is replaced by this one's
     assert json.loads((project / "registry" / "ngram.json").read_text())["registered"] is False
 
