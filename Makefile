@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install repro test lint dashboard clean pipeline screenshot
+.PHONY: install repro test lint dashboard dashboard-screenshots clean pipeline screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check src stages tests benchmarks
 	$(BIN)/ruff format --check src stages tests benchmarks
 
+# MLflow's UI opens on its overview; the URL printed first opens the experiment's runs in the
+# "Model training" view (nlpzoo.tracking.experiment_url)
+EXPERIMENT ?= nlpzoo
+RUNS_PAGE := from nlpzoo.tracking import experiment_url as u; \
+	print("open", u("http://127.0.0.1:5000", "$(EXPERIMENT)", "sqlite:///$(CURDIR)/mlflow.db"))
 dashboard: $(STAMP)
+	@$(BIN)/python -c '$(RUNS_PAGE)'
 	$(BIN)/mlflow ui --backend-store-uri "sqlite:///$(CURDIR)/mlflow.db" --host 127.0.0.1 --port 5000
 
 clean:
@@ -44,3 +50,9 @@ CHROMIUM ?= chromium
 screenshot:
 	$(CHROMIUM) --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1500 \
 		--screenshot="$(CURDIR)/docs/report.png" "file://$(CURDIR)/reports/index.html"
+
+# docs/dashboard.png and docs/models.png: the MLflow dashboard of mlflow.db (the experiment's
+# runs, the registered models), taken by a headless Chromium from `mlflow ui` on a free port
+dashboard-screenshots: $(STAMP)
+	$(BIN)/python benchmarks/dashboard_screenshots.py --store "$(CURDIR)/mlflow.db" \
+		--experiment "$(EXPERIMENT)" --out "$(CURDIR)/docs" --chromium "$(CHROMIUM)"

@@ -1,24 +1,33 @@
 """The register stage (nlpzoo.registry) and the MLflow model it logs (nlpzoo.serving): every run
 of a toy project registered as nlpzoo-RUN, loaded through `mlflow.pyfunc` from outside the
-project, answering as the commands answer; the champion alias on the best version; a store that
-cannot register leaves the run as it was."""
+project and served by `mlflow models serve`, answering as the commands answer, bad requests
+refused in one line; the champion alias on the best version; a store that cannot register
+leaves the run as it was."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow.pyfunc
 import pytest
+import requests
 import yaml
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from nlpzoo import lifecycle, registry
+from nlpzoo.__main__ import main
 from nlpzoo.tracking import _process_tracking_uri
-from nlpzoo.use.text import UseError
+from test_tracking import free_port
 from test_use import cli
 from toy import tiny_params, write_lm_data
 
@@ -99,6 +108,47 @@ def test_pyfunc_answers_are_the_commands_answers(project):
     assert out.strip().split("\t")[1] == got[0]
 
 
+def test_the_commands_take_a_registered_version(project):
+    """`--mlflow-run models:/nlpzoo-RUN@ALIAS` and `models:/nlpzoo-RUN/VERSION`: the version's
+    own model, downloaded once into the store's cache folder, answers as the run's folder."""
+    from nlpzoo.tracking import _uri_key
+
+    local = cli(project, "neighbours", "--run", "svd", "cat", "dog", "-k", "3")
+    for ref in ("models:/nlpzoo-svd@champion", "models:/nlpzoo-svd/1"):
+        assert cli(project, "neighbours", "--mlflow-run", ref, "cat", "dog", "-k", "3") == local
+    args = ("generate", "--prompt", "the cat", "--tokens", "6", "--seed", "2")
+    local = cli(project, *args, "--run", "lstm_lm")
+    assert (
+        local[0] == 0 and cli(project, *args, "--mlflow-run", "models:/nlpzoo-lstm_lm/1") == local
+    )
+
+    client = MlflowClient(tracking_uri=_uri(project))
+    version = client.get_model_version(registry.model_name("svd"), "1")
+    model_id = version.source.removeprefix("models:/")
+    cached = project / "mlflow-cache" / _uri_key(_uri(project)) / model_id
+    assert sorted(p.name for p in cached.iterdir()) == [
+        "config.json",
+        "model.npz",
+        "train_stats.json",
+        "vocab.txt",
+    ]
+    for ref, message in [
+        ("models:/nlpzoo-svd/99", "models:/nlpzoo-svd/99 not found at sqlite:///"),
+        ("models:/nlpzoo-svd@best", "models:/nlpzoo-svd@best not found at sqlite:///"),
+        ("models:/nlpzoo-svd", "is not an MLflow run id, nor a registered model's version"),
+    ]:
+        code, out, err = cli(project, "neighbours", "--mlflow-run", ref, "cat")
+        assert code == 1 and out == "" and err.count("\n") == 1, err
+        assert err.startswith("error: ") and message in err, err
+
+
+def test_the_model_loads_the_runs_files_when_it_is_loaded(project):
+    """A served model is ready when it answers /ping: no request waits for the weights."""
+    for run, loaded in [("lstm_lm", {"model", "vocab", "vectors"}), ("svd", {"vectors"})]:
+        answerer = _load(project, run).unwrap_python_model().answerer
+        assert loaded <= set(vars(answerer)), sorted(vars(answerer))
+
+
 @pytest.mark.parametrize(
     "inputs, params, message",
     [
@@ -110,9 +160,13 @@ def test_pyfunc_answers_are_the_commands_answers(project):
     ],
 )
 def test_bad_requests_are_one_clear_error(project, inputs, params, message):
-    model = _load(project, "lstm_lm").unwrap_python_model()
-    with pytest.raises(UseError, match=message):
-        model.predict(None, inputs, params)
+    model = _load(project, "lstm_lm")
+    # the model's own copy of nlpzoo.serving.BadRequest (models from code): an MlflowException
+    with pytest.raises(MlflowException, match=message) as caught:
+        model.predict(inputs, params)
+    assert type(caught.value).__name__ == "BadRequest"
+    assert caught.value.error_code == "INVALID_PARAMETER_VALUE"
+    assert json.loads(caught.value.serialize_as_json())["message"] == str(caught.value)
 
 
 def test_a_new_version_takes_the_champion_alias_only_when_better(project, monkeypatch):
@@ -141,11 +195,17 @@ def test_an_unreachable_store_leaves_the_run_intact_in_one_warning(project, monk
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
     params = yaml.safe_load((project / "params.yaml").read_text())
     before = {p: p.read_bytes() for p in (project / "models" / "ngram").iterdir()}
+    metrics = (project / "metrics" / "ngram.json").read_bytes()
     with pytest.warns(RuntimeWarning, match="not registered in MLflow") as caught:
         record = registry.register(params, "ngram", project)
     assert len(caught) == 1 and "\n" not in str(caught[0].message)
-    assert record["registered"] is False
+    assert str(caught[0].message).startswith(
+        f"run 'ngram' not registered in MLflow: MLflow tracking server unreachable at "
+        f"http://127.0.0.1:{port} (connection refused; 5 tries); its files and metrics are intact"
+    )
+    assert record["registered"] is False and record["logged"] is False
     assert {p: p.read_bytes() for p in (project / "models" / "ngram").iterdir()} == before
+    assert (project / "metrics" / "ngram.json").read_bytes() == metrics
     # and the record of the earlier registration is replaced by this one's
     assert json.loads((project / "registry" / "ngram.json").read_text())["registered"] is False
 
@@ -161,10 +221,12 @@ def test_the_model_loads_and_answers_without_the_project(project, tmp_path):
         )
     away = tmp_path / "away"
     away.mkdir()
-    src = str(Path(registry.__file__).resolve().parents[1])
+    # every folder of the path that holds a package nlpzoo (this checkout, an editable install
+    # of another), the working directory too
     script = (
-        "import sys, json, importlib.util\n"
-        f"sys.path = [p for p in sys.path if p not in ({src!r}, '', '.')]\n"
+        "import sys, json, importlib.util, os\n"
+        "sys.path = [p for p in sys.path if p not in ('', '.') and not os.path.isdir("
+        "os.path.join(p, 'nlpzoo'))]\n"
         "assert importlib.util.find_spec('nlpzoo') is None\n"
         "import mlflow.pyfunc\n"
         f"m = mlflow.pyfunc.load_model({str(local)!r})\n"
@@ -183,26 +245,182 @@ def test_the_model_loads_and_answers_without_the_project(project, tmp_path):
     shutil.rmtree(local)
 
 
-def test_a_translation_run_serves_the_translate_commands_answers(tmp_path, monkeypatch, capsys):
-    from nlpzoo.__main__ import main
+@pytest.fixture(scope="module")
+def mt_project(tmp_path_factory):
+    """A toy translation project whose `transformer` run is trained, evaluated and registered
+    (its own store)."""
     from test_lifecycle_mt import _tiny_params, make_mt_project
 
-    root = make_mt_project(tmp_path / "mt")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", _uri(root))
+    root = make_mt_project(tmp_path_factory.mktemp("registry-mt") / "mt")
     params = _tiny_params("transformer")
-    lifecycle.train(params, "transformer", root)
-    lifecycle.evaluate(params, "transformer", root)
-    record = registry.register(params, "transformer", root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", _uri(root))
+        lifecycle.train(params, "transformer", root)
+        lifecycle.evaluate(params, "transformer", root)
+        record = registry.register(params, "transformer", root)
     assert record["registered"] is True and record["metric"] == "bleu_beam"
-    model = _load(root, "transformer")
-    lines = ["der hund katze haus", "der baum rot"]
-    source = tmp_path / "src.txt"
+    return root
+
+
+def _translate(root: Path, lines: list[str], beam: int, capsys) -> list[str]:
+    """`python -m nlpzoo translate --run transformer --beam BEAM` of `lines`."""
+    source = root / "src.txt"
     source.write_text("\n".join(lines) + "\n")
+    argv = ["translate", "--run", "transformer", "--models", str(root / "models")]
+    capsys.readouterr()
+    assert main([*argv, "--beam", str(beam), str(source)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a_translation_run_serves_the_translate_commands_answers(mt_project, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", _uri(mt_project))
+    model = _load(mt_project, "transformer")
+    lines = ["der hund katze haus", "der baum rot"]
     for beam in (1, 3):
         got = model.predict(lines, params={"beam_size": beam})
-        argv = ["translate", "--run", "transformer", "--models", str(root / "models")]
-        assert main([*argv, "--beam", str(beam), str(source)]) == 0
-        assert capsys.readouterr().out.splitlines() == got
+        assert _translate(mt_project, lines, beam, capsys) == got
     too_long = " ".join(["hund"] * 400)
-    with pytest.raises(UseError, match="cannot translate this input"):
-        model.unwrap_python_model().predict(None, [too_long], {})
+    with pytest.raises(MlflowException, match="cannot translate this input"):
+        model.predict([too_long])
+
+
+# ------------------------------------------------------------------ mlflow models serve
+
+MLFLOW = Path(sys.executable).with_name("mlflow")
+SERVE_DEADLINE_S = 60.0  # every server answers /ping within this (they start side by side)
+
+
+@contextlib.contextmanager
+def _served(models: dict[str, tuple[Path, str]], logs: Path) -> Iterator[dict[str, str]]:
+    """`mlflow models serve` of each {key: (project, model URI)} on a free port of 127.0.0.1,
+    each in its own process group, started side by side; yields {key: base URL} once every
+    one answers /ping, and kills every group at the end."""
+    running: dict[str, tuple[subprocess.Popen, str, Path]] = {}
+    try:
+        for key, (root, uri) in models.items():
+            port = free_port()
+            log = logs / f"serve-{key}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    [str(MLFLOW), "models", "serve", "-m", uri, "--env-manager", "local",
+                     "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                    env={**os.environ, "MLFLOW_TRACKING_URI": _uri(root)},
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )  # fmt: skip
+            running[key] = (proc, f"http://127.0.0.1:{port}", log)
+        deadline = time.monotonic() + SERVE_DEADLINE_S
+        for key, (proc, url, log) in running.items():
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(
+                        f"server of {key} exited ({proc.returncode}): {log.read_text()[-3000:]}"
+                    )
+                with contextlib.suppress(requests.RequestException):
+                    if requests.get(f"{url}/ping", timeout=2).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        f"server of {key} not up in {SERVE_DEADLINE_S:.0f} s: "
+                        + log.read_text()[-3000:]
+                    )
+                time.sleep(0.2)
+        yield {key: url for key, (_, url, _) in running.items()}
+    finally:
+        for proc, _, _ in running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc, _, _ in running.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+            with contextlib.suppress(ProcessLookupError):  # the workers of a group whose
+                os.killpg(proc.pid, signal.SIGKILL)  # leader is gone
+
+
+def _ask(url: str, inputs, params: dict | None = None) -> requests.Response:
+    body = {"inputs": inputs} if params is None else {"inputs": inputs, "params": params}
+    return requests.post(f"{url}/invocations", json=body, timeout=30)
+
+
+def _answer(url: str, inputs, params: dict | None = None):
+    response = _ask(url, inputs, params)
+    assert response.status_code == 200, response.text[:2000]
+    return response.json()["predictions"]
+
+
+def _refused(url: str, inputs, params: dict | None, message: str) -> None:
+    """A bad request: HTTP 400 and one line naming what is wrong, nothing else."""
+    response = _ask(url, inputs, params)
+    assert response.status_code == 400, response.text[:2000]
+    body = response.json()
+    assert body["error_code"] == "INVALID_PARAMETER_VALUE" and set(body) == {
+        "error_code",
+        "message",
+    }, response.text[:2000]
+    assert message in body["message"] and "\n" not in body["message"], body["message"]
+    assert len(response.content) < 1000 and "Traceback" not in response.text
+
+
+def test_mlflow_models_serve_answers_as_the_commands(project, mt_project, tmp_path, capsys):
+    """A language model, a word-vector run and a translation run, each served from the
+    registry by `mlflow models serve` (its champion version): the answers are the commands'
+    for the same run and settings; bad requests are refused in one line and the server answers
+    a good request after them."""
+    models = {
+        "lstm_lm": (project, "models:/nlpzoo-lstm_lm@champion"),
+        "svd": (project, "models:/nlpzoo-svd@champion"),
+        "transformer": (mt_project, "models:/nlpzoo-transformer@champion"),
+    }
+    with _served(models, tmp_path) as url:
+        prompts = ["the cat", "she likes"]
+        generated = _answer(url["lstm_lm"], prompts, {"tokens": 6, "seed": 3})
+        for prompt, text in zip(prompts, generated, strict=True):
+            code, out, _ = cli(project, "generate", "--run", "lstm_lm", "--prompt", prompt,
+                               "--tokens", "6", "--seed", "3")  # fmt: skip
+            assert code == 0 and out.strip().split("\t")[1] == text
+        lines = ["the cat sees a ball .", "he eats it ."]
+        scored = _answer(url["lstm_lm"], lines, {"mode": "score"})
+        (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n")
+        code, out, _ = cli(
+            project,
+            "score",
+            "--run",
+            "lstm_lm",
+            "--separate",
+            "--json",
+            str(tmp_path / "lines.txt"),
+        )
+        rows = json.loads(out)["lines"]
+        assert [r["log_prob"] for r in scored] == pytest.approx([r["log_prob"] for r in rows])
+
+        found = _answer(url["svd"], ["cat", "dog"], {"k": 3})
+        _, out, _ = cli(project, "neighbours", "--run", "svd", "cat", "dog", "-k", "3", "--json")
+        table = json.loads(out)["neighbours"]
+        assert found == [table["cat"], table["dog"]]
+
+        sentences = ["der hund katze haus", "der baum rot"]
+        for beam in (1, 3):
+            translated = _answer(url["transformer"], sentences, {"beam_size": beam})
+            assert translated == _translate(mt_project, sentences, beam, capsys)
+
+        lm, vectors, mt = url["lstm_lm"], url["svd"], url["transformer"]
+        _refused(lm, [3], None, "input 0 is int, not a string")
+        _refused(lm, ["the cat", None], None, "input 1 is NoneType, not a string")
+        _refused(lm, {"text": "the cat"}, None, "the input is a list of strings, got dict")
+        _refused(lm, [["the", "cat"]], None, "input 0 is list, not a string")
+        _refused(lm, ["the cat", "  "], None, "input 1 is an empty string")
+        _refused(lm, ["the cat"] * 10_000, None, "at most 1,000 lines per request, got 10,000")
+        _refused(lm, ["the cat"], {"tokens": 0}, "param 'tokens' is at least 1")
+        _refused(lm, ["the cat"] * 10, {"tokens": 50_000}, "at most 100,000 generated tokens")
+        _refused(lm, ["the cat"], {"mode": "sing"}, "unknown mode 'sing'")
+        _refused(vectors, ["zyzzyva"], None, "word 'zyzzyva' is not in the vocabulary of run 'svd'")
+        _refused(mt, [" ".join(["hund"] * 400)], None, "cannot translate this input")
+        _refused(mt, ["der hund"], {"beam_size": 1000}, "param 'beam_size' is at most 100")
+        # and each server still answers, the same as before
+        assert _answer(lm, prompts, {"tokens": 6, "seed": 3}) == generated
+        assert _answer(vectors, ["cat", "dog"], {"k": 3}) == found
+        assert _answer(mt, sentences, {"beam_size": 3}) == translated

@@ -241,9 +241,15 @@ def assert_one_outage_warning(caught, uri: str, run: str) -> None:
     runtime = [w for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(runtime) == 1, [str(w.message) for w in caught]
     msg = str(runtime[0].message)
-    assert "MLflow unreachable" in msg
-    assert uri in msg and f"'{run}'" in msg
-    assert sum("MLflow unreachable" in str(w.message) for w in caught) == 1
+    # a server that does not answer is named as such; a local store that fails is "MLflow"
+    head = (
+        "MLflow tracking server unreachable at "
+        if uri.startswith("http")
+        else "MLflow unreachable at "
+    )
+    assert head + uri + " (" in msg and "\n" not in msg
+    assert f"'{run}'" in msg
+    assert sum("unreachable" in str(w.message) for w in caught) == 1
 
 
 def later_calls_are_silent_no_ops(tracker: Tracker, tmp_path: Path) -> None:
@@ -260,13 +266,24 @@ def later_calls_are_silent_no_ops(tracker: Tracker, tmp_path: Path) -> None:
     assert not tracker.active
 
 
-def test_unreachable_server(monkeypatch, tmp_path):
-    uri = f"http://127.0.0.1:{free_port()}"
+@pytest.mark.parametrize(
+    "host, why",
+    [
+        ("127.0.0.1:{port}", "connection refused"),
+        ("nlpzoo-no-such-host.invalid:5000", "unknown host"),
+    ],
+    ids=["refused", "unknown-host"],
+)
+def test_unreachable_server(monkeypatch, tmp_path, host, why):
+    uri = "http://" + host.format(port=free_port())
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     tracker, caught = run_in_thread(lambda: Tracker.start("nnlm", "nnlm", PARAMS))
     assert isinstance(tracker, Tracker)
     assert not tracker.active
     assert_one_outage_warning(caught, uri, "nnlm")
+    [warning] = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    expected = f"MLflow tracking server unreachable at {uri} ({why}; 5 tries); run 'nnlm' goes on"
+    assert expected in str(warning.message)
     later_calls_are_silent_no_ops(tracker, tmp_path)
     tracker.save(tmp_path / "run")  # the run file still records that there is no run
     assert json.loads((tmp_path / "run" / RUN_FILE).read_text())["run_id"] is None
@@ -449,7 +466,9 @@ def test_prepare_store_or_warn_with_the_server_down(monkeypatch):
     result, caught = run_in_thread(lambda: tracking.prepare_store_or_warn("nlpzoo"))
     assert result is None
     [warning] = [w for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert "MLflow unreachable" in str(warning.message) and uri in str(warning.message)
+    assert str(warning.message).startswith(
+        f"MLflow tracking server unreachable at {uri} (connection refused); the pipeline goes on"
+    )
     # the runs started next fail fast, each with its own warning
     t0 = time.monotonic()
     tracker, caught = run_in_thread(lambda: Tracker.start("nnlm", "nnlm", {}))
@@ -545,3 +564,19 @@ def test_the_commit_tagged_is_the_working_directorys(monkeypatch, tmp_path, db):
     assert tags["mlflow.source.git.commit"] == heads["copy"]
     assert tags["dvc.exp_name"] == "queued-exp"
     assert tags["dvc.baseline_rev"] == heads["parent"]
+
+
+def test_the_dashboard_address_opens_the_experiments_runs(monkeypatch, tmp_path, db):
+    """`make dashboard` prints it: MLflow's UI would open on its overview."""
+    base = "http://127.0.0.1:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
+    assert tracking.experiment_url(base) == f"{base}/"  # no experiment yet
+    tracking.prepare_store("other")
+    exp_id = tracking.prepare_store("nlpzoo")
+    assert exp_id != "0"
+    url = tracking.experiment_url(base + "/")
+    assert url == f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+    assert tracking.experiment_url(base, "other", db) != url
+    missing = f"sqlite:///{tmp_path / 'none' / 'mlflow.db'}"
+    assert tracking.experiment_url(base, uri=missing) == f"{base}/"
+    assert not (tmp_path / "none").exists()  # nothing made on the way

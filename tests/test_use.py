@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from nlpzoo import lifecycle, use
+from nlpzoo import lifecycle, registry, use
 from nlpzoo.__main__ import main
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.evaluation.analogy import Analogies, _answers
@@ -578,6 +578,9 @@ def test_a_model_file_of_random_bytes_gives_no_advice_to_unpickle_it(project):
 
 @pytest.mark.parametrize("run", ["ngram", "lstm_lm"])
 def test_a_run_from_mlflow_works_as_its_folder(project, run):
+    """The register stage logs the run's files as its MLflow model; `--mlflow-run ID` reads
+    them from there."""
+    registry.register(_params(), run, project)
     run_id = json.loads((project / "models" / run / "mlflow_run.json").read_text())["run_id"]
     commands = [
         ("generate", "--prompt", "she", "--tokens", "8", "--seed", "2", "--samples", "2"),

@@ -9,7 +9,8 @@ python -m nlpzoo generate --run RUN              sample text from a language mod
 python -m nlpzoo score --run RUN [FILE]          log-probability, perplexity of sentences
 python -m nlpzoo neighbours --run RUN WORD...    nearest neighbours in a run's word vectors
 python -m nlpzoo analogy --run RUN A B C         A is to B as C is to ?
-(--mlflow-run ID instead of --run: a run logged to MLflow; `COMMAND --help` for each)
+(--mlflow-run ID or models:/nlpzoo-RUN@champion instead of --run: a run's model in MLflow;
+`COMMAND --help` for each)
 """
 
 from __future__ import annotations

@@ -6,11 +6,12 @@ mixture stage is `nlpzoo.evaluation.mixture`).
               stage, the others write to a throwaway folder) -> fit it as its family's record
               says (`count`, `closed_form`, or `lightning`) -> config.json, train_stats.json
               (the model's own cost included) and the task's outputs -> rename into place
-              -> log its files to the MLflow run -> close the MLflow run
+              -> log its stats and curve to the MLflow run -> close the MLflow run
     evaluate  remove checkpoints/RUN/ (train's outputs are recorded by now) -> reopen the
               MLflow run -> the task's scores -> metrics/RUN.json, eval/RUN/
 
-(The register stage, `nlpzoo.registry`, then logs the run as an MLflow model and registers it.)
+(The register stage, `nlpzoo.registry`, then logs the run's files as an MLflow model, their one
+copy in the store, and registers it.)
 
 What differs by task (data, loaders, scores, outputs) comes from `nlpzoo.tasks`, what differs by
 family from its record (`nlpzoo.families.Family`): `train` and `evaluate` know no family and no
@@ -106,13 +107,13 @@ def train(params: dict, name: str, root: Path) -> dict:
     # reruns this stage, which resumes from the last checkpoint (docs/design.md §8)
     tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
     tracker.log_artifact(run.plots_path)
-    _log_model(run, tracker)
     tracker.finish()
     return stats
 
 
-# the files of models/RUN/ a run is loaded from (`load_model`, the commands): what the run logs
-# to MLflow under run_dir/ (`nlpzoo.tracking.fetch_run_dir` downloads them)
+# the files of models/RUN/ a run is loaded from (`load_model`, the commands): what the register
+# stage logs to MLflow as its model's `run` artifact (`nlpzoo.tracking.fetch_run_dir` downloads
+# them)
 RUN_DIR_FILES = ("model.pt", "model.npz", "config.json", "train_stats.json")
 VOCABULARIES = ("vocab.txt", "spm.model")  # a word vocabulary, or translation's SentencePiece
 
@@ -134,13 +135,6 @@ def run_files(run: Run) -> list[Path]:
     if not any(f.name in VOCABULARIES for f in files) and (run.data_dir / "vocab.txt").is_file():
         files.append(run.data_dir / "vocab.txt")
     return files
-
-
-def _log_model(run: Run, tracker: Tracker) -> None:
-    """The trained run's files to its MLflow run under run_dir/ (rank 0); the register stage
-    (`nlpzoo.registry`) makes them an MLflow model and registers it."""
-    if tracker.active:
-        tracker.log_run_dir(run_files(run))
 
 
 def _tracking_params(run: Run) -> dict:

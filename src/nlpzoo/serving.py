@@ -17,19 +17,34 @@ the `mode` param:
                     (the language models' embeddings answer these too)
 
 The answers are those of `python -m nlpzoo translate/generate/score/neighbours/analogy` for the
-same run and settings: both call the same functions (`nlpzoo.use.answers`). A bad request (not
-a list of strings, an empty line, a sentence past the model's positions, more lines than
-`nlpzoo.use.answers.MAX_INPUTS`) is one clear error (`UseError`), which the server returns as
-its message.
+same run and settings: both call the same functions (`nlpzoo.use.answers`).
+
+    mlflow models serve -m models:/nlpzoo-RUN@champion --env-manager local --port 5001
+    curl -s 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \
+         -d '{"inputs": ["the jury said"], "params": {"tokens": 10, "seed": 1}}'
+
+A bad request (not a list of strings, an empty line, a sentence past the model's positions,
+more lines than `nlpzoo.use.answers.MAX_INPUTS`, a param out of the commands' range) is one
+clear error, `BadRequest`: the server answers HTTP 400 with `{"error_code": ..., "message":
+"<one line>"}`; a failure of the model itself is HTTP 500 with one line, its traceback in the
+server's log only. The signature names the params and not the input: with an input schema of
+strings MLflow would turn any JSON value into a string (3 into "3", null into "None") before
+the model could refuse it, so the model checks the input itself.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import mlflow.models
 import mlflow.pyfunc
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
+
+log = logging.getLogger(__name__)
 
 
 def default_params(config: dict, family: Any) -> dict[str, Any]:
@@ -64,6 +79,19 @@ def input_example(folder: Path, family: Any) -> list[str]:
     return [word]
 
 
+class BadRequest(MlflowException):
+    """A request the run does not answer, as the scoring server returns it: HTTP 400 (500 for
+    `INTERNAL_ERROR`) and the one-line message. The server would prefix the message with the
+    request's whole data, over many lines; `serialize_as_json` is what it sends."""
+
+    def __init__(self, message: str, error_code: int = INVALID_PARAMETER_VALUE) -> None:
+        super().__init__(message, error_code=error_code)
+        self.line = " ".join(message.split())
+
+    def serialize_as_json(self) -> str:
+        return json.dumps({"error_code": self.error_code, "message": self.line})
+
+
 class RunModel(mlflow.pyfunc.PythonModel):
     """A trained run answering lists of strings (the module docstring says how)."""
 
@@ -71,10 +99,24 @@ class RunModel(mlflow.pyfunc.PythonModel):
         from nlpzoo.use.answers import Answerer
 
         self.answerer = Answerer.open(Path(context.artifacts["run"]))
+        self.answerer.preload()
 
     # no type hints: MLflow would infer the signature from them and drop its params
     def predict(self, context, model_input, params=None):
-        return self.answerer.answer(model_input, params or {})
+        from nlpzoo.use.text import UseError
+
+        try:
+            return self.answerer.answer(model_input, params or {})
+        except UseError as e:
+            raise BadRequest(str(e)) from None
+        except Exception as e:  # the model's own failure: one line out, the traceback logged
+            log.exception("run '%s' failed on a request", self.answerer.run.name)
+            text = " ".join(str(e).split())[:300] or "no detail"
+            raise BadRequest(
+                f"run '{self.answerer.run.name}' failed on this request ({type(e).__name__}: "
+                f"{text}); the server's log has the traceback",
+                INTERNAL_ERROR,
+            ) from e
 
 
 # models from code: MLflow loads a run's model by running this file (nothing is unpickled); on

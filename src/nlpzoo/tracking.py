@@ -19,11 +19,14 @@
   put in WAL mode, so that side-by-side and queued runs (`dvc queue start -j 2`, whose
   `DVC_ROOT` is the parent project) share one `mlflow.db`. The commit tagged on a run is the
   working directory's HEAD (a queued experiment's own workspace), with its name and baseline.
-* A trained run logs its files (`models/RUN/`: the model, config.json, train_stats.json, the
-  vocabulary) under artifact path `run_dir/`: `fetch_run_dir(<id>)` downloads them into a local
+* A trained run's files (`models/RUN/`: the model, config.json, train_stats.json, the
+  vocabulary) are stored once, as the `run` artifact of the MLflow model that the register stage
+  (`nlpzoo.registry`) logs to the run and registers. `fetch_run_dir(<id>)`, or
+  `fetch_run_dir("models:/nlpzoo-RUN@champion")` (or `/VERSION`), downloads them into a local
   folder that `nlpzoo.lifecycle.load_model` and the commands read as they read `models/RUN/`.
-  The register stage (`nlpzoo.registry`) logs the run as a text-in/text-out MLflow model named
-  `model` and registers it.
+  Runs logged before the models held the files have them under artifact path `run_dir/`.
+* A tracking server that does not answer (a refused connection, an unknown host, a time-out)
+  is named as such in every message: `MLflow tracking server unreachable at URI (why)`.
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +50,9 @@ from nlpzoo.errors import DataError
 log = logging.getLogger(__name__)
 
 RUN_FILE = "mlflow_run.json"
-RUN_DIR = "run_dir"  # artifact path of a run's files (those of models/RUN/ it is loaded from)
+RUN_DIR = "run_dir"  # artifact path of a run's files in runs logged before its model held them
 MODEL = "model"  # name of a run's MLflow model (the register stage logs it)
+MODEL_FILES = "artifacts/run"  # where that model keeps the run's files (its `run` artifact)
 CACHE_ENV = "NLPZOO_MLFLOW_CACHE"  # where fetch_run_dir keeps downloaded runs
 
 # Bounded network behaviour for a remote server that is down (MLflow retries for minutes
@@ -121,6 +126,45 @@ def _is_connection_failure(err: BaseException) -> bool:
         if any(m in str(e).lower() for m in _CONNECTION):
             return True
     return False
+
+
+# what a failed connection to a server says, in the words a user knows (first match wins)
+_REASONS = (
+    ("connection refused", "connection refused"),
+    ("failed to resolve", "unknown host"),
+    ("name or service not known", "unknown host"),
+    ("nodename nor servname", "unknown host"),
+    ("name resolution", "unknown host"),
+    ("no route to host", "no route to host"),
+    ("network is unreachable", "network unreachable"),
+    ("timed out", "timed out"),
+    ("timeout", "timed out"),
+    ("connection reset", "connection reset"),
+    ("remote end closed", "connection closed by the server"),
+)
+
+
+def brief(err: BaseException) -> str:
+    """An exception as one short line: `Type: its text`, whitespace collapsed, 200 characters
+    at most."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:200] if text else 'no detail'}"
+
+
+def _is_server(uri: str) -> bool:
+    return uri.split(":", 1)[0].lower() in ("http", "https")
+
+
+def store_failure(uri: str, err: BaseException, tries: int | None = None) -> str:
+    """One line saying what went wrong with the store at `uri`: `MLflow tracking server
+    unreachable at URI (connection refused)` when a server did not answer (a refused
+    connection, an unknown host, a time-out), else `MLflow unreachable at URI (Type: text)`."""
+    count = "" if tries is None else f"; {tries} {'try' if tries == 1 else 'tries'}"
+    if _is_server(uri) and _is_connection_failure(err):
+        texts = " ".join(str(e).lower() for e in _chain(err))
+        why = next((reason for key, reason in _REASONS if key in texts), brief(err))
+        return f"MLflow tracking server unreachable at {uri} ({why}{count})"
+    return f"MLflow unreachable at {uri} ({brief(err)}{count})"
 
 
 def is_transient(err: BaseException) -> bool:
@@ -224,11 +268,9 @@ class Tracker:
         if self._warned:
             return
         self._warned = True
-        tries = getattr(err, "nlpzoo_tries", 1)
         msg = (
-            f"MLflow unreachable at {self.uri} ({type(err).__name__}: {str(err)[:200]}; "
-            f"{tries} {'try' if tries == 1 else 'tries'}); run '{self.run_name}' goes on "
-            f"{goes_on}; metrics/{self.run_name}.json is the record"
+            f"{store_failure(self.uri, err, getattr(err, 'nlpzoo_tries', 1))}; run "
+            f"'{self.run_name}' goes on {goes_on}; metrics/{self.run_name}.json is the record"
         )
         log.warning(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=4)
@@ -413,11 +455,6 @@ class Tracker:
         if Path(path).exists():
             self._call("log_artifact", str(path), artifact_path)
 
-    def log_run_dir(self, files: Iterable[Path]) -> None:
-        """`files` under artifact path `run_dir/` (what `fetch_run_dir` downloads)."""
-        for path in files:
-            self.log_artifact(path, RUN_DIR)
-
     def finish(self, status: str = "FINISHED") -> None:
         """End the run as `status`, after every call kept for the store (tried even within the
         hold after a connection failure); one log line gives the retries it took."""
@@ -532,12 +569,41 @@ def prepare_store_or_warn(experiment: str = "nlpzoo") -> str | None:
         if _is_connection_failure(err):
             _down_until[uri] = time.monotonic() + OUTAGE_HOLD_S
         msg = (
-            f"MLflow unreachable at {uri} ({type(err).__name__}: {str(err)[:200]}); the "
-            "pipeline goes on, each run's metrics/RUN.json is its record"
+            f"{store_failure(uri, err)}; the pipeline goes on, each run's metrics/RUN.json is "
+            "its record"
         )
         log.warning(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
         return None
+
+
+def experiment_url(base: str, experiment: str = "nlpzoo", uri: str | None = None) -> str:
+    """The MLflow UI page of `experiment`'s runs in the store at `uri` (`tracking_uri()` by
+    default), served at `base`: `base/#/experiments/ID/runs?workflowType=machine_learning`.
+    MLflow 3's UI opens on its overview, in its GenAI view (kept in the browser's local
+    storage); it reads the view from `workflowType` in the URL, and has no server setting for
+    the page it opens on. `base/` when the store holds no such experiment."""
+    import sqlite3
+
+    uri = uri or tracking_uri()
+    base = base.rstrip("/")
+    if uri.startswith("sqlite:///"):  # read without MLflow: no database made, no migration
+        db = Path(uri[len("sqlite:///") :])
+        row = None
+        if db.is_file():
+            with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db)) as con:
+                row = con.execute(
+                    "SELECT experiment_id FROM experiments WHERE name = ?", (experiment,)
+                ).fetchone()
+        experiment_id = None if row is None else str(row[0])
+    else:
+        from mlflow import MlflowClient
+
+        found = MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
+        experiment_id = None if found is None else found.experiment_id
+    if experiment_id is None:
+        return f"{base}/"
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
 @contextlib.contextmanager
@@ -574,53 +640,161 @@ def _uri_key(uri: str) -> str:
     return hashlib.sha256(uri.encode()).hexdigest()[:16]
 
 
-def fetch_run_dir(run_id: str) -> Path:
-    """The files MLflow run `run_id` logged under `run_dir/` (the model, config.json,
-    train_stats.json, the vocabulary), downloaded from the tracking store (`tracking_uri()`)
-    into `cache_root()/<hash of the tracking URI>/<run_id>/` the first time (two stores may
-    hold runs of the same id); a folder `lifecycle.load_model` reads as it reads models/RUN/. A
-    logged run's files never change, so a complete download is reused."""
-    from nlpzoo.io import atomic_dir
+_RUN_ID = re.compile(r"[0-9A-Za-z_-]+")
+# a registered model's version: models:/NAME@ALIAS or models:/NAME/VERSION
+_VERSION_URI = re.compile(
+    r"models:/(?P<name>[\w][\w.-]*)(?:@(?P<alias>[\w-]+)|/(?P<version>[0-9]+))"
+)
 
-    if not re.fullmatch(r"[0-9A-Za-z_-]+", run_id or ""):
-        raise DataError(f"'{run_id}' is not an MLflow run id")
+
+def fetch_run_dir(ref: str) -> Path:
+    """The files of a trained run (the model, config.json, train_stats.json, the vocabulary)
+    as a local folder that `lifecycle.load_model` and the commands read as they read
+    models/RUN/. `ref` is an MLflow run id, or a version of a registered model:
+    `models:/nlpzoo-RUN@ALIAS` or `models:/nlpzoo-RUN/VERSION`.
+
+    The files are those the register stage logged as the `run` artifact of the run's MLflow
+    model (a version's own model, for a version); a run logged before its model held them has
+    them under `run_dir/`. They are downloaded from the tracking store (`tracking_uri()`) into
+    `cache_root()/<hash of the tracking URI>/<run id or model id>/` the first time (two stores
+    may hold runs of the same id); logged files never change, so a complete download is
+    reused (a run id's without asking the store)."""
     uri = tracking_uri()
-    folder = cache_root() / _uri_key(uri) / run_id
-    if (folder / "config.json").is_file():
+    version = _VERSION_URI.fullmatch(ref or "")
+    if version is None and not _RUN_ID.fullmatch(ref or ""):
+        raise DataError(
+            f"'{ref}' is not an MLflow run id, nor a registered model's version "
+            "(models:/NAME@ALIAS, models:/NAME/VERSION)"
+        )
+    if version is None:
+        folder = cache_root() / _uri_key(uri) / ref
+        if (folder / "config.json").is_file():
+            return folder
+    client = _client(uri, ref)
+    if version is None:
+        run = _ask(uri, ref, lambda: client.get_run(ref), f"MLflow run {ref} not found")
+        location = _files_of_run(client, uri, run)
+        _download(uri, location, folder, f"MLflow run {ref}", legacy_run=location == RUN_DIR)
         return folder
+    model_id, location = _files_of_version(client, uri, ref, version)
+    folder = cache_root() / _uri_key(uri) / model_id
+    if not (folder / "config.json").is_file():
+        _download(uri, location, folder, ref)
+    return folder
+
+
+def _client(uri: str, ref: str) -> Any:
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
         # MLflow would create an empty database there
         raise DataError(
-            f"no MLflow store at {uri} (MLflow run {run_id}); set MLFLOW_TRACKING_URI to the "
-            "store that holds it, or run from the project that trained it"
+            f"no MLflow store at {uri} ({ref}); set MLFLOW_TRACKING_URI to the store that holds "
+            "it, or run from the project that trained it"
         )
-    try:
-        from mlflow import MlflowClient
+    from mlflow import MlflowClient
 
-        client = MlflowClient(tracking_uri=uri)
-        _with_retries(lambda: client.get_run(run_id))
-        logged = _with_retries(lambda: client.list_artifacts(run_id, RUN_DIR))[0]
+    return MlflowClient(tracking_uri=uri)
+
+
+def _ask(uri: str, ref: str, fn: Callable[[], Any], missing: str) -> Any:
+    """`fn()` against the store, retried; a store that does not answer, or answers that it
+    holds no such thing (`missing`), is one clear error."""
+    try:
+        return _with_retries(fn)[0]
     except Exception as err:
+        if _is_connection_failure(err):
+            raise DataError(
+                f"{store_failure(uri, err)}: cannot fetch {ref}; start the server, or set "
+                "MLFLOW_TRACKING_URI to the store that holds it"
+            ) from err
         raise DataError(
-            f"MLflow run {run_id} not found at {uri} ({type(err).__name__}: {str(err)[:200]}); "
-            "set MLFLOW_TRACKING_URI to the store that holds it"
+            f"{missing} at {uri} ({brief(err)}); set MLFLOW_TRACKING_URI to the store that holds it"
         ) from err
-    if not logged:
-        raise DataError(
-            f"MLflow run {run_id} at {uri} has no {RUN_DIR}/ artifacts (a run's `train` stage "
-            "logs them when it completes)"
+
+
+def _files_of_run(client: Any, uri: str, run: Any) -> str:
+    """Where run `run`'s files are: the artifact URI of the `run` folder of its newest
+    complete model, else (a run logged before its model held them) `RUN_DIR`."""
+    from mlflow.entities import LoggedModelStatus
+
+    run_id = run.info.run_id
+    models = _ask(
+        uri,
+        run_id,
+        lambda: client.search_logged_models(
+            experiment_ids=[run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'"
+        ),
+        f"the models of MLflow run {run_id} not found",
+    )
+    ready = [m for m in models if m.name == MODEL and m.status == LoggedModelStatus.READY]
+    if ready:
+        newest = max(ready, key=lambda m: m.creation_timestamp or 0)
+        return f"{newest.artifact_location.rstrip('/')}/{MODEL_FILES}"
+    legacy = _ask(
+        uri,
+        run_id,
+        lambda: client.list_artifacts(run_id, RUN_DIR),
+        f"the artifacts of MLflow run {run_id} not found",
+    )
+    if legacy:
+        return RUN_DIR
+    name = run.data.tags.get("nlpzoo.run") or "RUN"
+    raise DataError(
+        f"MLflow run {run_id} at {uri} holds no model yet: the register stage logs the run's "
+        f"files as its MLflow model (`dvc repro register-{name}`)"
+    )
+
+
+def _files_of_version(client: Any, uri: str, ref: str, match: re.Match) -> tuple[str, str]:
+    """(the model id of the version `ref` names, the artifact URI of its `run` folder)."""
+    name, alias, number = match["name"], match["alias"], match["version"]
+    if alias is not None:
+        version = _ask(
+            uri, ref, lambda: client.get_model_version_by_alias(name, alias), f"{ref} not found"
         )
+    else:
+        version = _ask(uri, ref, lambda: client.get_model_version(name, number), f"{ref} not found")
+    source = str(version.source or "")
+    if re.fullmatch(r"models:/[\w-]+", source):  # a logged model: its own artifact location
+        model_id = source[len("models:/") :]
+        model = _ask(uri, ref, lambda: client.get_logged_model(model_id), f"{source} not found")
+        return model_id, f"{model.artifact_location.rstrip('/')}/{MODEL_FILES}"
+    # a version registered from a path: that path is the model's folder
+    return f"{name}-v{version.version}", f"{source.rstrip('/')}/{MODEL_FILES}"
+
+
+def _download(uri: str, location: str, folder: Path, what: str, legacy_run: bool = False) -> None:
+    """The run's files at artifact URI `location` (`legacy_run`: at artifact path `location` of
+    MLflow run `folder.name`) into `folder`, as a whole or not at all."""
+    from nlpzoo.io import atomic_dir
+
     with atomic_dir(folder) as tmp:
+        into = tmp / ".download"
+        into.mkdir()
         try:
-            _with_retries(lambda: client.download_artifacts(run_id, RUN_DIR, dst_path=str(tmp)))
+            if legacy_run:
+                from mlflow import MlflowClient
+
+                client = MlflowClient(tracking_uri=uri)
+                _with_retries(lambda: client.download_artifacts(folder.name, location, str(into)))
+            else:
+                import mlflow.artifacts
+
+                with _process_tracking_uri(uri):
+                    _with_retries(
+                        lambda: mlflow.artifacts.download_artifacts(
+                            artifact_uri=location, dst_path=str(into), tracking_uri=uri
+                        )
+                    )
         except Exception as err:
             raise DataError(
-                f"MLflow run {run_id}: downloading its {RUN_DIR}/ from {uri} failed "
-                f"({type(err).__name__}: {str(err)[:200]}); nothing was cached, try again"
+                f"{what}: downloading its files from {uri} failed ({brief(err)}); nothing was "
+                "cached, try again"
             ) from err
-        for path in (tmp / RUN_DIR).iterdir():
+        got = into / location.rstrip("/").rsplit("/", 1)[-1]
+        if not got.is_dir():
+            raise DataError(f"{what}: its files at {uri} are not a folder ({location})")
+        for path in got.iterdir():
             os.replace(path, tmp / path.name)
-        (tmp / RUN_DIR).rmdir()
+        shutil.rmtree(into)
         if not (tmp / "config.json").is_file():
-            raise DataError(f"MLflow run {run_id}: {RUN_DIR}/ holds no config.json")
-    return folder
+            raise DataError(f"{what}: its files at {uri} hold no config.json")

@@ -8,14 +8,15 @@ and `analogy` (any run with word vectors, the language models' embeddings includ
     python -m nlpzoo analogy --run svd man king woman --method 3cosmul
     echo "ein hund läuft" | python -m nlpzoo translate --run transformer
 
-A run is named by `--run RUN`, its folder models/RUN/ in the project (`--root`, default the
-working directory), or by `--mlflow-run ID`, the files that run logged to MLflow
-(`nlpzoo.tracking.fetch_run_dir`). Text is read as the run's corpus was prepared
+A run is named by `--run RUN`, its folder models/RUN/ in the project (`--root`, default the working
+directory), or by `--mlflow-run ID`, the files of that MLflow run's model (logged by the register
+stage), or of a registered version (`models:/nlpzoo-RUN@champion`, `models:/nlpzoo-RUN/VERSION`;
+`nlpzoo.tracking.fetch_run_dir`). Text is read as the run's corpus was prepared
 (`nlpzoo.generation.tokenize`: whitespace tokens, lowercased when the run's vocabulary is, `<unk>`
-for a word outside it). Output: one result per line, tab-separated fields; `--json` prints one
-JSON document instead. A problem (unknown run, run not trained or its files damaged, run of the
-wrong task, word not in the vocabulary, input that is not UTF-8 text, a sentence longer than the
-model takes) prints one line `error: ...` on stderr and exits with status 1.
+for a word outside it). Output: one result per line, tab-separated fields; `--json` prints one JSON
+document instead. A problem (unknown run, run not trained or its files damaged, run of the wrong
+task, word not in the vocabulary, input that is not UTF-8 text, a sentence longer than the model
+takes) prints one line `error: ...` on stderr and exits with status 1.
 
 Which family does what comes from its registry record (`nlpzoo.families.Family`: `task`,
 `vectors`); the scores are those of the evaluation protocol (`nlpzoo.tasks.lm`), the answers those

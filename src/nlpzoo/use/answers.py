@@ -40,6 +40,17 @@ class Answerer:
         config = load_config(folder, f"the run in {folder}")
         return cls(TrainedRun(str(config.get("run", folder.name)), folder, config, folder, True))
 
+    def preload(self) -> None:
+        """Load now what the run answers with (the MLflow model does so when it is loaded: a
+        server is ready when it answers /ping, and its first request waits for no load)."""
+        task = self.run.family.task
+        if task == "mt":
+            _ = (self.model, self.codec)
+        elif task == "lm":
+            _ = (self.model, self.vocab)
+        if task == "vectors" or self.run.family.vectors:
+            _ = self.vectors
+
     @cached_property
     def model(self) -> Any:
         return load_model(self.run)
@@ -163,22 +174,37 @@ class Answerer:
 
     def answer(self, inputs: Any, params: dict) -> list:
         """The MLflow model's answer to a list of strings (`nlpzoo.serving` says what each is
-        read as): one result per input, in order."""
+        read as): one result per input, in order. Params out of the commands' range are
+        refused, and so is a request of more than `MAX_TOKENS` generated tokens in all."""
+        from nlpzoo.use.arguments import MAX_BEAM, MAX_TOKENS, MIN_TEMPERATURE
+
         lines = request_lines(inputs)
         family = self.run.family
         if family.task == "mt":
-            return self.translate(
-                lines, _int(params, "beam_size", 1), _float(params, "length_penalty")
-            )
+            beam = _int(params, "beam_size", 1)
+            if beam is not None and beam > MAX_BEAM:
+                raise UseError(f"param 'beam_size' is at most {MAX_BEAM}, got {beam}")
+            return self.translate(lines, beam, _float(params, "length_penalty"))
         default = "generate" if family.task == "lm" else "neighbours"
         mode = params.get("mode") or default
         if mode == "generate":
+            temperature = _or(_float(params, "temperature"), 1.0)
+            if 0 < temperature < MIN_TEMPERATURE:
+                raise UseError(
+                    f"param 'temperature' is 0 (always the most probable) or at least "
+                    f"{MIN_TEMPERATURE:g}, got {temperature!r}"
+                )
             settings = {
-                "temperature": _or(_float(params, "temperature"), 1.0),
+                "temperature": temperature,
                 "top_k": _or(_int(params, "top_k", 0), 0),
                 "seed": _or(_int(params, "seed", None), 0),
             }
             tokens = _or(_int(params, "tokens", 1), 20)
+            if tokens * len(lines) > MAX_TOKENS:
+                raise UseError(
+                    f"at most {MAX_TOKENS:,} generated tokens per request, asked "
+                    f"{len(lines):,} x {tokens:,}: fewer prompts or tokens"
+                )
             return [self.generate(p, tokens, **settings)["samples"][0]["text"] for p in lines]
         if mode == "score":
             rows, _, _ = self.score(lines, separate=True)

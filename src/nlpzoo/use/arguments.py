@@ -76,8 +76,9 @@ def add_commands(sub: Any) -> None:
     which.add_argument(
         "--mlflow-run",
         metavar="ID",
-        help="instead of --run: the MLflow run ID (the files its training logged; tracking URI "
-        "as for the pipeline, or MLFLOW_TRACKING_URI)",
+        help="instead of --run: the MLflow run ID, or a registered version "
+        "models:/nlpzoo-RUN@champion or models:/nlpzoo-RUN/VERSION (the files the register stage "
+        "logged; tracking URI as for the pipeline, or MLFLOW_TRACKING_URI)",
     )
     common.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
     common.add_argument("--json", action="store_true", help="print one JSON document")
