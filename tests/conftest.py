@@ -38,12 +38,15 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-@pytest.fixture(autouse=True)
-def _cpu_without_native_bf16(monkeypatch):
+@pytest.fixture(autouse=True, scope="session")
+def _cpu_without_native_bf16():
     """Runs trained in the test process see a CPU without native bf16, so `trainer.precision:
     auto` is 32-true and their numbers are fp32's on every machine (a CPU with `avx512_bf16`
-    or `amx_bf16` would train in bf16-mixed). Tests of the rule pass the flags in; a test that
-    starts a training subprocess pins the precision in its params."""
+    or `amx_bf16` would train in bf16-mixed). Session-wide, so that module fixtures which train
+    a reference run see it too. Tests of the rule pass the flags in; a test that starts a
+    training subprocess pins the precision in its params."""
     from nlpzoo.training import trainer
 
-    monkeypatch.setattr(trainer, "cpu_flags", lambda cpuinfo=None: set())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trainer, "cpu_flags", lambda cpuinfo=None: set())
+        yield

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from interrupts import KillAt
+from nlpzoo.io import remove_checkpoints
 from nlpzoo.tracking import Tracker
 from test_lifecycle_mt import _tiny_params
 from test_lifecycle_mt import project as project
@@ -26,6 +27,7 @@ def test_killed_translation_run_resumes_from_its_last_epoch(project, monkeypatch
     starts: list[int] = []
     uninterrupted = _train(monkeypatch, params, RUN, project, _FirstStep(starts))
     reference = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
+    remove_checkpoints(project / "checkpoints" / RUN)  # as the evaluate stage does
     with pytest.raises((KeyboardInterrupt, SystemExit)):
         _train(monkeypatch, params, RUN, project, KillAt(7), _FirstStep(starts))
     stats = _train(monkeypatch, params, RUN, project, _FirstStep(starts))

@@ -68,7 +68,7 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
     active, peak = [0], [0]
     lock = threading.Lock()
 
-    def arm(run, console, extra, children):
+    def arm(run, console, extra, children, stages):
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
@@ -76,6 +76,7 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
         with lock:
             active[0] -= 1
             calls.append(["arm", run])
+        assert stages == [f"train-{run}", f"evaluate-{run}", f"register-{run}"]
         return 0
 
     calls = _fake_steps(monkeypatch, tmp_path, arm)
@@ -89,8 +90,8 @@ def test_run_builds_data_first_then_runs_side_by_side_then_the_rest(params, tmp_
 
 
 def test_force_reaches_each_stage_once(params, tmp_path, monkeypatch):
-    def arm(run, console, extra, children):
-        calls.append(repro._dvc(["--single-item", *extra, *repro.arm_stages(run)]))
+    def arm(run, console, extra, children, stages):
+        calls.append(repro._dvc(["--single-item", *extra, *stages]))
         return 0
 
     calls = _fake_steps(monkeypatch, tmp_path, arm)
@@ -107,7 +108,7 @@ def test_force_reaches_each_stage_once(params, tmp_path, monkeypatch):
 def test_a_failed_run_stops_the_queue_and_the_final_step(params, tmp_path, monkeypatch):
     ran: list[str] = []
 
-    def arm(run, console, extra, children):
+    def arm(run, console, extra, children, stages):
         ran.append(run)
         if run == "seq2seq":  # the first in the queue fails at once; the other worker is busy
             return 1
@@ -121,7 +122,7 @@ def test_a_failed_run_stops_the_queue_and_the_final_step(params, tmp_path, monke
 
 
 def test_a_worker_that_raises_is_a_failed_run(params, tmp_path, monkeypatch, capsys):
-    def arm(run, console, extra, children):
+    def arm(run, console, extra, children, stages):
         if run == "seq2seq":
             raise RuntimeError("pipe broke")
         time.sleep(0.2)

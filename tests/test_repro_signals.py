@@ -224,3 +224,32 @@ def test_every_stage_runs_once_under_force(tmp_path, uninterrupted):
     for stage in _stages()["stages"]:
         assert _runs(root, stage) == ["start"], stage
     assert _outputs(root) == uninterrupted
+
+
+LEADER = r"""
+import signal, subprocess, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+signal.signal(signal.SIGINT, lambda *_: (out / "leader-sigint").write_text(""))
+cmd = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+(out / "ready").write_text(str(cmd.pid))
+(out / "command").write_text(str(cmd.wait()))  # as dvc: the command's end ends it
+"""
+
+
+def test_an_interrupt_reaches_the_stage_command_not_the_dvc_process(tmp_path):
+    """dvc writes dvc.lock without protection from SIGINT (it ignores it only while a command
+    runs), so stop_groups interrupts the command and lets dvc exit on its own."""
+    from nlpzoo.repro import stop_groups
+
+    leader = subprocess.Popen([sys.executable, "-c", LEADER, str(tmp_path)], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "ready").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    stop_groups([leader.pid], poll=leader.poll)
+    assert time.monotonic() - t0 < 3  # no SIGTERM or SIGKILL was needed
+    assert leader.wait(timeout=5) == 0
+    assert (tmp_path / "command").read_text() == str(-signal.SIGINT)  # the command: SIGINT
+    assert not (tmp_path / "leader-sigint").exists()  # the leader: none

@@ -90,12 +90,28 @@ class _Console:
 
 
 # An interrupt of `python -m nlpzoo repro` (Ctrl-C, SIGTERM, SIGHUP) stops every `dvc repro` it
-# started: SIGINT first, which DVC passes to the stage's command (a training run saves its resume
-# checkpoint) while it finishes writing dvc.lock, then SIGTERM, then SIGKILL, each to the child's
-# whole process group (the dvc process and the stage's command).
+# started: SIGINT first to the stage's command (a training run saves its resume checkpoint), not
+# to the dvc process itself, which ignores SIGINT only while a command runs: interrupted while it
+# writes dvc.lock, it would leave that file empty. dvc sees its command fail and exits, writing
+# nothing more; a command it starts meanwhile gets SIGINT too. Then SIGTERM, then SIGKILL, each to
+# the child's whole process group (the dvc process and the stage's command).
 INT_GRACE = 5.0  # seconds a stopped child has after SIGINT before SIGTERM
 TERM_GRACE = 3.0  # and after SIGTERM before SIGKILL
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _members(pgid: int) -> list[int]:
+    """The processes of group `pgid` but its leader (the dvc process): the stage's command."""
+    import psutil
+
+    out = []
+    for proc in psutil.process_iter(["pid"]):
+        pid = proc.info["pid"]
+        if pid != pgid:
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) == pgid:
+                    out.append(pid)
+    return out
 
 
 def _alive(pgid: int) -> bool:
@@ -109,10 +125,25 @@ def _alive(pgid: int) -> bool:
 
 
 def stop_groups(groups: Sequence[int], poll: Callable[[], None] = lambda: None) -> None:
-    """SIGINT to every process group of `groups`, SIGTERM to those still alive INT_GRACE seconds
-    later, SIGKILL to those alive TERM_GRACE seconds after that. `poll` (the parent's
-    `Popen.poll` of each child) reaps the group leaders that have exited."""
-    for sig, grace in ((signal.SIGINT, INT_GRACE), (signal.SIGTERM, TERM_GRACE), (None, 0.0)):
+    """SIGINT to the stage commands of every process group of `groups` (not to the dvc process
+    leading it), SIGTERM to the groups still alive INT_GRACE seconds later, SIGKILL to those
+    alive TERM_GRACE seconds after that. `poll` (the parent's `Popen.poll` of each child) reaps
+    the group leaders that have exited."""
+    poll()
+    alive = [g for g in groups if _alive(g)]
+    interrupted: set[int] = set()
+    deadline = time.monotonic() + INT_GRACE
+    while alive and time.monotonic() < deadline:
+        for pgid in alive:
+            for pid in _members(pgid):
+                if pid not in interrupted:
+                    interrupted.add(pid)
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGINT)
+        time.sleep(0.05)
+        poll()
+        alive = [g for g in alive if _alive(g)]
+    for sig, grace in ((signal.SIGTERM, TERM_GRACE), (None, 0.0)):
         poll()
         alive = [g for g in groups if _alive(g)]
         if not alive:
@@ -248,8 +279,10 @@ def _dvc(args: Sequence[str]) -> list[str]:
     return ["dvc", "--wait-for-lock", "repro", *args]
 
 
-def _run_arm(run: str, console: _Console, extra: Sequence[str], children: _Children) -> int:
-    cmd = _dvc(["--single-item", *extra, *arm_stages(run)])
+def _run_arm(
+    run: str, console: _Console, extra: Sequence[str], children: _Children, stages: Sequence[str]
+) -> int:
+    cmd = _dvc(["--single-item", *extra, *stages])
     console.say(f"[{run}] $ {' '.join(cmd)}")
     proc = children.spawn(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -265,20 +298,25 @@ def _run_arm(run: str, console: _Console, extra: Sequence[str], children: _Child
         children.done(proc)
 
 
-def arm_stages(run: str) -> list[str]:
-    """The stages one worker reproduces for `run`, in order."""
-    return [f"{stage}-{run}" for stage in ARM_STAGES]
+def _stage_names(root: Path) -> list[str]:
+    import yaml
+
+    return list(yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"])
+
+
+def arm_stages(root: Path, run: str) -> list[str]:
+    """The stages one worker reproduces for `run`, in order: those of `ARM_STAGES` that
+    dvc.yaml has."""
+    names = set(_stage_names(root))
+    return [f"{stage}-{run}" for stage in ARM_STAGES if f"{stage}-{run}" in names]
 
 
 def final_stages(root: Path, runs: Sequence[str]) -> list[str]:
     """The stages of dvc.yaml (in its order, upstream first) that neither the data step nor the
     runs' arms reproduce: the final step reproduces exactly these, so that each stage runs once
     even under `--force`."""
-    import yaml
-
-    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    covered = set(DATA_STAGES) | {s for r in runs for s in arm_stages(r)}
-    return [name for name in stages if name not in covered]
+    covered = set(DATA_STAGES) | {s for r in runs for s in arm_stages(root, r)}
+    return [name for name in _stage_names(root) if name not in covered]
 
 
 def _prepare_tracking(params: dict) -> None:
@@ -330,7 +368,7 @@ def _steps(params: dict, root: Path, jobs: int, extra: Sequence[str], children: 
                     return  # a failed run stops the handing out, as `dvc repro` stops
                 name = queue.pop(0)
             try:
-                code = _run_arm(name, console, extra, children)
+                code = _run_arm(name, console, extra, children, arm_stages(root, name))
             except Exception as e:  # a failed worker is a failed run
                 console.say(f"[{name}] error: {type(e).__name__}: {e}")
                 code = 1
