@@ -150,3 +150,21 @@ def test_an_fp32_checkpoint_is_not_resumed_in_bf16(tmp_path, monkeypatch, caplog
         assert starts == expected, resolved
         assert stats["precision"] == resolved
     assert "written for other params or data; training from the start" in caplog.text
+
+
+def test_a_run_on_its_own_kernel_records_float32(tmp_path, monkeypatch):
+    """word2vec's in-place kernel computes in float32: its run says 32-true even where `auto`
+    resolves to bf16-mixed for the runs that train through autograd."""
+    import toy
+
+    run = "cbow"
+    toy.write_lm_data(tmp_path)
+    params = toy.tiny_params(run)
+    params[run]["trainer"].update(precision="auto", max_epochs=1)
+    monkeypatch.setattr(
+        Tracker, "start", classmethod(lambda cls, name, *a, **k: cls(None, None, "-", name))
+    )
+    _bf16_cpu(monkeypatch)
+    assert resolve_precision(TrainerConfig(accelerator="cpu", precision="auto")) == "bf16-mixed"
+    stats = lifecycle.train(params, run, tmp_path)
+    assert stats["precision"] == "32-true"

@@ -326,7 +326,9 @@ def _fit_lightning(
         "params": int(sum(p.numel() for p in module.model.parameters())),
         "fit_seconds": round(seconds, 2),
         "epochs": fitted.epochs,
-        "precision": str(run.trainer.precision),  # as resolved (`auto` never stays)
+        # as resolved (`auto` never stays); a family's own in-place kernel (word2vec, GloVe in one
+        # process) computes in float32 whatever the Trainer's precision
+        "precision": "32-true" if module.manual else str(run.trainer.precision),
         **task.fit_stats(data, fitted),
     }
     return module.model, stats

@@ -88,6 +88,11 @@ class FamilyModule(pl.LightningModule):
         # mid-epoch starts without that call)
         self._epoch_loss, self._epoch_count = 0.0, 0
 
+    @property
+    def manual(self) -> bool:
+        """Whether this run updates through its family's own in-place step (set at `setup`)."""
+        return self._manual
+
     def forward(self, *args: Any) -> Any:
         return self.model(*args)
 
