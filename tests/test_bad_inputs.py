@@ -20,7 +20,7 @@ from nlpzoo.data.vocab import build_lm_vocab
 from nlpzoo.errors import DataError
 from nlpzoo.params import LMVocabConfig
 from nlpzoo.tracking import Tracker
-from test_training_resume import _inactive, make_project
+from projects import inactive, make_project
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -29,7 +29,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))  # MLflow is not under test
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))  # MLflow is not under test
     return make_project(tmp_path)
 
 

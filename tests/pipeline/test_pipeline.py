@@ -85,7 +85,8 @@ def project(tmp_path_factory) -> tuple[Path, dict]:
     params["vocab"]["mt"]["vocab_size"] = 40
     params["cooccur"]["window"] = 3
     params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
-    # the other runs have their own tests (tests/test_lifecycle.py); svd keeps cooccur in the graph
+    # the other runs have their own tests (tests/tasks/test_lifecycle.py); svd keeps cooccur in
+    # the graph
     for run in set(params["models"]) - {"ngram", "nnlm", "svd"}:
         del params["models"][run], params[run]
     params["svd"]["dim"] = 8

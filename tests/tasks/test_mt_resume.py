@@ -5,32 +5,32 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_lifecycle_mt import _tiny_params
+from test_lifecycle_mt import project as project
 
 from interrupts import KillAt
 from nlpzoo.io import remove_checkpoints
 from nlpzoo.tracking import Tracker
-from test_lifecycle_mt import _tiny_params
-from test_lifecycle_mt import project as project
-from test_training_resume import _FirstStep, _inactive, _train
+from projects import FirstStep, inactive, train_with
 
 RUN = "transformer"
 
 
 @pytest.fixture(autouse=True)
 def _no_tracking(monkeypatch):
-    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
 
 
 def test_killed_translation_run_resumes_from_its_last_epoch(project, monkeypatch):
     params = _tiny_params(RUN)
     params[RUN]["trainer"].update(max_epochs=3, checkpoint_every_minutes=0)
     starts: list[int] = []
-    uninterrupted = _train(monkeypatch, params, RUN, project, _FirstStep(starts))
+    uninterrupted = train_with(monkeypatch, params, RUN, project, FirstStep(starts))
     reference = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
     remove_checkpoints(project / "checkpoints" / RUN)  # as the evaluate stage does
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, RUN, project, KillAt(7), _FirstStep(starts))
-    stats = _train(monkeypatch, params, RUN, project, _FirstStep(starts))
+        train_with(monkeypatch, params, RUN, project, KillAt(7), FirstStep(starts))
+    stats = train_with(monkeypatch, params, RUN, project, FirstStep(starts))
     assert starts == [0, 0, 5]  # 5 batches per epoch: resumed from the end of epoch 1
     resumed = torch.load(project / "models" / RUN / "model.pt", weights_only=True)["state_dict"]
     for name, tensor in reference.items():

@@ -23,12 +23,12 @@ import requests
 import yaml
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
+from test_tracking import free_port
 
 from nlpzoo import lifecycle, registry
 from nlpzoo.__main__ import main
 from nlpzoo.tracking import _process_tracking_uri
-from test_tracking import free_port
-from test_use import cli
+from projects import cli
 from toy import tiny_params, write_lm_data
 
 RUNS = ("ngram", "lstm_lm", "svd")  # a count LM, a neural LM with embeddings, word vectors

@@ -14,13 +14,12 @@ import yaml
 
 from nlpzoo import lifecycle
 from nlpzoo.data.mt import Codec, load_split
-from nlpzoo.data.vocab import build_mt_vocab
 from nlpzoo.families import FAMILIES
-from nlpzoo.params import MTVocabConfig
 from nlpzoo.tasks import load_model
 from nlpzoo.tasks.mt import translate
+from projects import make_mt_project
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 MT_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "mt"]
 TINY = {
@@ -36,7 +35,6 @@ TINY = {
     "lr": 0.01,
     "dropout": 0.0,
 }
-WORDS = {"hund": "dog", "katze": "cat", "haus": "house", "baum": "tree", "rot": "red"}
 
 
 def test_params_have_the_four_translation_families():
@@ -44,23 +42,6 @@ def test_params_have_the_four_translation_families():
     assert families == {"seq2seq", "attention", "transformer", "decoder_mt"}
     # the families whose evaluation writes the report's attention heatmaps
     assert {f for f in families if FAMILIES[f].attention_maps} == {"attention", "transformer"}
-
-
-def make_mt_project(root: Path) -> Path:
-    """A tiny translation corpus, encoded at `root/data/vocab/mt` (50 training pairs)."""
-    prepared = root / "prepared"
-    prepared.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 50), ("valid", 8), ("test", 8)):
-        src, tgt = [], []
-        for _ in range(n):
-            ks = list(rng.choice(sorted(WORDS), 3, replace=False))
-            src.append("der " + " ".join(ks))
-            tgt.append("the " + " ".join(WORDS[k] for k in ks))
-        (prepared / f"{split}.src").write_text("\n".join(src) + "\n")
-        (prepared / f"{split}.tgt").write_text("\n".join(tgt) + "\n")
-    build_mt_vocab(MTVocabConfig(vocab_size=40), prepared, root / "data" / "vocab" / "mt")
-    return root
 
 
 @pytest.fixture(scope="module")

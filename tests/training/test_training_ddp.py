@@ -21,8 +21,7 @@ from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import run_configs
 from nlpzoo.tasks import mt
-from test_lifecycle_mt import make_mt_project
-from test_training_resume import make_project
+from projects import make_mt_project, make_project
 
 RUN = "nnlm"
 SECTION = {

@@ -25,7 +25,7 @@ from nlpzoo.families import FAMILIES, Family, register, unregister
 from nlpzoo.params import ReportConfig, validate_params
 from nlpzoo.report.build import build_report
 from nlpzoo.tracking import Tracker
-from test_training_resume import _inactive, make_project
+from projects import inactive, make_project
 
 
 @dataclass
@@ -90,7 +90,7 @@ def toy_family():
 def test_a_family_registered_here_is_trained_evaluated_and_reported(
     tmp_path, monkeypatch, toy_family
 ):
-    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))  # MLflow is not under test
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))  # MLflow is not under test
     root = make_project(tmp_path / "proj")
     raw = root / "data" / "raw" / "eval"
     raw.mkdir(parents=True)

@@ -13,7 +13,7 @@ import pytest
 
 from nlpzoo.__main__ import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ProgressBar
+from test_training import V, loader, one_thread, read_curve, stream, tiny_config, trainer_config
 
 from nlpzoo.errors import ConfigError
 from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, Progress, hms, make_trainer
-from test_training import V, loader, one_thread, read_curve, stream, tiny_config, trainer_config
 
 assert one_thread  # the fixture of test_training: one torch thread, PL seeds undone
 

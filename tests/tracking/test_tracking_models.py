@@ -1,8 +1,8 @@
 """A trained run in MLflow (docs/design.md §5): training logs no copy of the run's files; the
-register stage logs them once, as the `run` artifact of the run's MLflow model (registered or
-not, tests/test_registry.py for the registry itself), and `fetch_run_dir` brings a run back from
-that model (or from a legacy `run_dir/`) as a folder that `load_model` reads as it reads
-models/RUN/. Against the local sqlite store."""
+register stage logs them once, as the `run` artifact of the run's MLflow model (registered
+or not, tests/tracking/test_registry.py for the registry itself), and `fetch_run_dir` brings a
+run back from that model (or from a legacy `run_dir/`) as a folder that `load_model` reads as
+it reads models/RUN/. Against the local sqlite store."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ import mlflow.pytorch
 import numpy as np
 import pytest
 from mlflow import MlflowClient
+from test_tracking import assert_one_outage_warning, fast_retries, free_port
 
 from nlpzoo import lifecycle, registry, tracking
 from nlpzoo.errors import DataError
 from nlpzoo.evaluation.perplexity import window_log_probs
 from nlpzoo.tracking import RUN_FILE, Tracker, fetch_run_dir
-from test_tracking import assert_one_outage_warning, fast_retries, free_port
-from test_training_resume import make_project
+from projects import make_project
 
 TRAINER = {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "checkpoint_every_minutes": 0}
 PARAMS = {

@@ -13,7 +13,7 @@ import yaml
 
 from nlpzoo import repro
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()

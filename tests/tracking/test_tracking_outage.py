@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_tracking import assert_one_outage_warning, free_port, run_in_thread
 
 from nlpzoo import lifecycle
 from nlpzoo.tracking import Tracker
-from test_tracking import assert_one_outage_warning, free_port, run_in_thread
-from test_training_resume import _inactive, make_project
+from projects import inactive, make_project
 
 RUN = "nnlm"
 PARAMS = {
@@ -52,7 +52,7 @@ def reference(tmp_path_factory) -> dict:
     """The metrics of the same run with tracking switched off (no MLflow at all)."""
     root = _project(tmp_path_factory.mktemp("untracked"))
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(Tracker, "start", classmethod(_inactive))
+        m.setattr(Tracker, "start", classmethod(inactive))
         return _train_and_evaluate(root)
 
 

@@ -13,7 +13,7 @@ from nlpzoo.errors import ConfigError
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import load_params, parse_models
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 
 

@@ -23,6 +23,7 @@ from nlpzoo.data.vocab import Vocab
 from nlpzoo.evaluation.analogy import Analogies, _answers
 from nlpzoo.evaluation.vectors import case_key, restricted_vocab, unit_rows, write_word2vec_text
 from nlpzoo.families import FAMILIES
+from projects import cli
 from toy import PARAMS, tiny_params, write_lm_data
 
 LM_RUNS = ("ngram", "nnlm", "lstm_lm", "transformer_lm")  # one per input kind of the registry
@@ -65,19 +66,6 @@ def project(tmp_path_factory):
             lifecycle.train(params, run, root)
             lifecycle.evaluate(params, run, root)
         yield root
-
-
-def cli(project: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:
-    """`python -m nlpzoo ARGS --root PROJECT`: (status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    old = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main([*args, "--root", str(project)])
-    finally:
-        sys.stdin = old
-    return code, out.getvalue(), err.getvalue()
 
 
 # --------------------------------------------------------------------------- generate

@@ -9,6 +9,7 @@ import signal
 import pytest
 import pytorch_lightning as pl
 import torch
+from test_training_resume import tiny_params, with_benchmarks
 
 from interrupts import KillAt
 from nlpzoo import lifecycle
@@ -18,14 +19,7 @@ from nlpzoo.params import TrainerConfig
 from nlpzoo.tracking import Tracker
 from nlpzoo.training import trainer as trainer_module
 from nlpzoo.training.trainer import cpu_flags, resolve_precision
-from test_training_resume import (
-    _FirstStep,
-    _inactive,
-    _train,
-    make_project,
-    tiny_params,
-    with_benchmarks,
-)
+from projects import FirstStep, inactive, make_project, train_with
 
 CPU = TrainerConfig(accelerator="cpu")
 ZEN3 = {"fpu", "sse4_2", "avx", "avx2", "fma"}  # an AMD EPYC Zen 3: AVX2, no AVX-512
@@ -112,7 +106,7 @@ def test_a_run_trains_records_and_logs_the_resolved_precision(tmp_path, monkeypa
 
     monkeypatch.setattr(Tracker, "start", classmethod(start))
     _bf16_cpu(monkeypatch)
-    stats = _train(monkeypatch, params, run, root, Precision())
+    stats = train_with(monkeypatch, params, run, root, Precision())
     assert seen["precision"] == "bf16-mixed"
     assert stats["precision"] == "bf16-mixed"
     assert json.loads((root / "models" / run / "train_stats.json").read_text())["precision"] == (
@@ -134,19 +128,19 @@ def test_an_fp32_checkpoint_is_not_resumed_in_bf16(tmp_path, monkeypatch, caplog
     resolves to 32-true, it resumes (as a run that said 32-true would)."""
     run = "nnlm"
     params = tiny_params(run, precision="auto")
-    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
     for resolved, expected in (("bf16-mixed", [0, 0]), ("32-true", [0, 40])):
         root = make_project(tmp_path / resolved)
         starts: list[int] = []
         handler = signal.getsignal(signal.SIGINT)
         with pytest.raises((KeyboardInterrupt, SystemExit)):  # auto -> 32-true (conftest.py)
-            _train(monkeypatch, params, run, root, KillAt(47), _FirstStep(starts))
+            train_with(monkeypatch, params, run, root, KillAt(47), FirstStep(starts))
         signal.signal(signal.SIGINT, handler)
         with monkeypatch.context() as m:
             if resolved == "bf16-mixed":
                 _bf16_cpu(m)
             with caplog.at_level("WARNING"):
-                stats = _train(monkeypatch, params, run, root, _FirstStep(starts))
+                stats = train_with(monkeypatch, params, run, root, FirstStep(starts))
         assert starts == expected, resolved
         assert stats["precision"] == resolved
     assert "written for other params or data; training from the start" in caplog.text

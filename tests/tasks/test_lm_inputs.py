@@ -14,7 +14,7 @@ from nlpzoo.errors import DataError
 from nlpzoo.families import FAMILIES
 from nlpzoo.lm_inputs import LM_INPUTS, lm_input
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LM_FAMILIES = [name for name in FAMILIES if FAMILIES[name].task == "lm"]
 EXPECTED = {"ngram": "counts", "nnlm": "window", "rnn_lm": "stateful", "transformer_lm": "stream"}
 

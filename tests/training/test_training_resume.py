@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +26,11 @@ import yaml
 
 from interrupts import KillAt
 from nlpzoo import lifecycle, training
-from nlpzoo.data.vocab import Vocab
 from nlpzoo.tracking import Tracker
+from projects import FirstStep, inactive, make_project, train_with
 from toy import write_lm_data
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 RUNS = {
     # a recurrent run: BPTT windows in order, hidden state carried across batches, dropout
@@ -76,24 +75,6 @@ def tiny_params(run: str, **trainer) -> dict:
     return {"seed": 7, "models": models, run: section}
 
 
-def make_project(root: Path, n_train: int = 250) -> Path:
-    """A tiny encoded corpus at `root/data/vocab/lm` (about 25 batches per epoch here)."""
-    rng = np.random.default_rng(0)
-    words = ["the cat", "a dog", "she", "he", "sees", "likes", "eats", "a ball", "the bread", "."]
-
-    def lines(n: int) -> list[str]:
-        return [" ".join(rng.choice(words, size=rng.integers(3, 8))) for _ in range(n)]
-
-    splits = {"train": lines(n_train), "valid": lines(30), "test": lines(30)}
-    vocab = Vocab.build(Counter(w for line in splits["train"] for w in line.split()), 1)
-    out = root / "data" / "vocab" / "lm"
-    out.mkdir(parents=True, exist_ok=True)
-    vocab.save(out / "vocab.txt")
-    for split, text in splits.items():
-        np.save(out / f"{split}.npy", vocab.encode_lines(text).astype(np.int32))
-    return root
-
-
 def with_benchmarks(root: Path) -> Path:
     """`root/data/raw/eval`: the word-vector benchmarks the evaluation of an LM run reads."""
     write_lm_data(root / "toy")
@@ -103,40 +84,13 @@ def with_benchmarks(root: Path) -> Path:
     return root
 
 
-def _inactive(cls, run, *args, **kwargs):
-    return cls(None, None, "-", run)
-
-
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     # MLflow is not under test here: an inactive tracker keeps these runs fast
-    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
     handler = signal.getsignal(signal.SIGINT)
     yield make_project(tmp_path)
     signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after a KeyboardInterrupt
-
-
-class _FirstStep(pl.Callback):
-    """Records the step each fit starts from."""
-
-    def __init__(self, starts: list[int]) -> None:
-        self.starts = starts
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        self.starts.append(trainer.global_step)
-
-
-def _train(monkeypatch, params: dict, run: str, root: Path, *extra: pl.Callback) -> dict:
-    make = training.make_trainer
-
-    def with_extra(*args, **kwargs):
-        trainer = make(*args, **kwargs)
-        trainer.callbacks[:0] = list(extra)  # ahead of the checkpoint callbacks
-        return trainer
-
-    with monkeypatch.context() as m:
-        m.setattr(training, "make_trainer", with_extra)
-        return lifecycle.train(params, run, root)
 
 
 def _weights(root: Path, run: str) -> dict:
@@ -160,8 +114,8 @@ def uninterrupted(tmp_path_factory):
             root = make_project(tmp_path_factory.mktemp(f"uninterrupted-{run}"))
             starts: list[int] = []
             with pytest.MonkeyPatch.context() as m:
-                m.setattr(Tracker, "start", classmethod(_inactive))
-                _train(m, tiny_params(run), run, root, _FirstStep(starts))
+                m.setattr(Tracker, "start", classmethod(inactive))
+                train_with(m, tiny_params(run), run, root, FirstStep(starts))
             assert starts == [0]
             # kept until the evaluate stage: a rerun of this stage resumes from them
             assert (root / "checkpoints" / run / "resume.ckpt").is_file()
@@ -180,13 +134,13 @@ def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(
 
     kill_at = 47  # mid second epoch (25-35 batches each), 7 steps after the step-40 checkpoint
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, project, KillAt(kill_at), _FirstStep(starts))
+        train_with(monkeypatch, params, run, project, KillAt(kill_at), FirstStep(starts))
     assert (project / "checkpoints" / run / "resume.ckpt").is_file()
     assert not (project / "models" / run).exists() or not list(
         (project / "models").glob(f".{run}.*")
     )  # no half-written output
 
-    _train(monkeypatch, params, run, project, _FirstStep(starts))
+    train_with(monkeypatch, params, run, project, FirstStep(starts))
     assert starts == [0, 40]  # resumed at its last checkpoint, not from step 0
     resumed = _weights(project, run)
     for name, tensor in reference.items():
@@ -206,13 +160,13 @@ def test_resumed_run_continues_its_own_mlflow_run(tmp_path, monkeypatch):
     params = tiny_params(run)
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, root, KillAt(47), _FirstStep(starts))
+        train_with(monkeypatch, params, run, root, KillAt(47), FirstStep(starts))
     signal.signal(signal.SIGINT, handler)
     recorded = json.loads((root / "checkpoints" / run / "mlflow_run.json").read_text())["run_id"]
     client = MlflowClient(tracking_uri=uri)
     assert client.get_run(recorded).info.status == "FAILED"
 
-    _train(monkeypatch, params, run, root, _FirstStep(starts))
+    train_with(monkeypatch, params, run, root, FirstStep(starts))
     assert starts == [0, 40]
     runs = client.search_runs([client.get_experiment_by_name("nlpzoo").experiment_id])
     assert [r.info.run_id for r in runs] == [recorded]
@@ -227,10 +181,10 @@ def test_changed_params_start_fresh(project, monkeypatch):
     run, starts = "nnlm", []
     params = tiny_params(run)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, project, KillAt(25), _FirstStep(starts))
+        train_with(monkeypatch, params, run, project, KillAt(25), FirstStep(starts))
     params[run]["lr"] = 0.05  # other params: the checkpoint of step 20 is not theirs
     params[run]["trainer"]["max_epochs"] = 1
-    _train(monkeypatch, params, run, project, _FirstStep(starts))
+    train_with(monkeypatch, params, run, project, FirstStep(starts))
     assert starts == [0, 0]
 
 
@@ -268,7 +222,8 @@ def test_sigkill_then_rerun_resumes_the_stage(tmp_path, uninterrupted):
     (project / "params.yaml").write_text(yaml.safe_dump(tiny_params(run)))
     reference, _ = uninterrupted(run)
 
-    # an unusable tracking URI: MLflow is skipped after one warning (tests/test_tracking.py)
+    # an unusable tracking URI: MLflow is skipped after one warning
+    # (tests/tracking/test_tracking.py)
     env = dict(os.environ, MLFLOW_TRACKING_URI="unsupported-scheme://nowhere")
     cmd = [sys.executable, str(ROOT / "stages" / "train.py"), run]
     proc = subprocess.Popen(cmd, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
@@ -337,7 +292,7 @@ def test_checkpoint_every_minutes_and_steps_after_optimizer_steps(monkeypatch, t
 def _killed(monkeypatch, params: dict, run: str, root: Path, at: int, starts: list) -> None:
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, root, KillAt(at), _FirstStep(starts))
+        train_with(monkeypatch, params, run, root, KillAt(at), FirstStep(starts))
     signal.signal(signal.SIGINT, handler)
     assert (root / "checkpoints" / run / "resume.ckpt").is_file()
 
@@ -360,7 +315,7 @@ def test_changed_code_starts_fresh_and_ends_the_old_mlflow_run(tmp_path, monkeyp
         lifecycle, "_hash_file", lambda p: "0" * 64 if p.as_posix().endswith(edited) else real(p)
     )
     with caplog.at_level("WARNING"):
-        _train(monkeypatch, params, run, root, _FirstStep(starts))
+        train_with(monkeypatch, params, run, root, FirstStep(starts))
     assert starts == [0, 0]
     lines = [r.getMessage() for r in caplog.records if "training from the start" in r.getMessage()]
     assert lines == [
@@ -378,7 +333,7 @@ def test_other_torch_version_starts_fresh(project, monkeypatch, caplog):
     _killed(monkeypatch, params, run, project, 25, starts)
     monkeypatch.setattr(torch, "__version__", "0.0.1")
     with caplog.at_level("WARNING"):
-        _train(monkeypatch, params, run, project, _FirstStep(starts))
+        train_with(monkeypatch, params, run, project, FirstStep(starts))
     assert starts == [0, 0]
     assert "written with other versions (torch " in caplog.text
 
@@ -396,7 +351,7 @@ def test_unloadable_checkpoint_starts_fresh_without_a_traceback(project, monkeyp
         key = next(iter(ckpt["state_dict"]))
         ckpt["state_dict"][key] = torch.zeros(3, 3)
         torch.save(ckpt, path)
-    stats = _train(monkeypatch, params, run, project, _FirstStep(starts))
+    stats = train_with(monkeypatch, params, run, project, FirstStep(starts))
     assert starts == [0, 0] and stats["epochs"] == 1
 
 
@@ -417,9 +372,11 @@ def test_resumed_run_reports_time_and_throughput_over_the_whole_training(project
     params = tiny_params(run)
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
-        _train(monkeypatch, params, run, project, _Slow(pause), KillAt(47), _FirstStep(starts))
+        train_with(monkeypatch, params, run, project, _Slow(pause), KillAt(47), FirstStep(starts))
     signal.signal(signal.SIGINT, handler)
-    stats = _train(monkeypatch, params, run, project, _FirstStep(starts))  # fast after the resume
+    stats = train_with(
+        monkeypatch, params, run, project, FirstStep(starts)
+    )  # fast after the resume
     assert starts == [0, 40]
     assert stats["fit_seconds"] >= pause * 40  # the 40 slow steps of the checkpoint resumed from
     tokens = int(np.load(project / "data" / "vocab" / "lm" / "train.npy").size) * 2  # 2 epochs
@@ -473,9 +430,9 @@ def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_train
     root = with_benchmarks(make_project(tmp_path / "proj"))
     params = tiny_params(run, **trainer)
     params[run].update(section)
-    monkeypatch.setattr(Tracker, "start", classmethod(_inactive))
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
     counter = _Batches()
-    first = _train(monkeypatch, params, run, root, counter)
+    first = train_with(monkeypatch, params, run, root, counter)
     trained = counter.count
     assert trained > 0 and (root / "checkpoints" / run / "resume.ckpt").is_file()
     tokens = int(np.load(root / "data" / "vocab" / "lm" / "train.npy").size)
@@ -486,7 +443,7 @@ def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_train
 
     shutil.rmtree(root / "models" / run)  # what DVC does before it reruns the stage
     (root / "plots" / f"{run}.csv").unlink()
-    again = _train(monkeypatch, params, run, root, counter)
+    again = train_with(monkeypatch, params, run, root, counter)
     assert counter.count == trained  # not one more batch
     for name, tensor in weights.items():
         torch.testing.assert_close(_weights(root, run)[name], tensor, rtol=0, atol=0, msg=name)

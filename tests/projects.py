@@ -1,0 +1,102 @@
+"""Tiny projects and in-process runs that tests in several folders share: an encoded language-model
+corpus and a translation corpus laid out as the data stages lay them out, an MLflow tracker that
+records nothing, a run trained with extra Lightning callbacks, and the command line called in
+process."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytorch_lightning as pl
+
+from nlpzoo import lifecycle, training
+from nlpzoo.__main__ import main
+from nlpzoo.data.vocab import Vocab, build_mt_vocab
+from nlpzoo.params import MTVocabConfig
+
+
+def make_project(root: Path, n_train: int = 250) -> Path:
+    """A tiny encoded corpus at `root/data/vocab/lm` (about 25 batches per epoch here)."""
+    rng = np.random.default_rng(0)
+    words = ["the cat", "a dog", "she", "he", "sees", "likes", "eats", "a ball", "the bread", "."]
+
+    def lines(n: int) -> list[str]:
+        return [" ".join(rng.choice(words, size=rng.integers(3, 8))) for _ in range(n)]
+
+    splits = {"train": lines(n_train), "valid": lines(30), "test": lines(30)}
+    vocab = Vocab.build(Counter(w for line in splits["train"] for w in line.split()), 1)
+    out = root / "data" / "vocab" / "lm"
+    out.mkdir(parents=True, exist_ok=True)
+    vocab.save(out / "vocab.txt")
+    for split, text in splits.items():
+        np.save(out / f"{split}.npy", vocab.encode_lines(text).astype(np.int32))
+    return root
+
+
+def inactive(cls, run, *args, **kwargs):
+    """A stand-in for `Tracker.start` (monkeypatched as a classmethod): a tracker of `run` that
+    records nothing, for tests that do not look at MLflow."""
+    return cls(None, None, "-", run)
+
+
+class FirstStep(pl.Callback):
+    """Records the step each fit starts from."""
+
+    def __init__(self, starts: list[int]) -> None:
+        self.starts = starts
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.starts.append(trainer.global_step)
+
+
+def train_with(monkeypatch, params: dict, run: str, root: Path, *extra: pl.Callback) -> dict:
+    """`lifecycle.train(params, run, root)` with `extra` callbacks ahead of the trainer's own
+    (a `KillAt` interrupts it, a `FirstStep` records where each fit starts); its stats."""
+    make = training.make_trainer
+
+    def with_extra(*args, **kwargs):
+        trainer = make(*args, **kwargs)
+        trainer.callbacks[:0] = list(extra)  # ahead of the checkpoint callbacks
+        return trainer
+
+    with monkeypatch.context() as m:
+        m.setattr(training, "make_trainer", with_extra)
+        return lifecycle.train(params, run, root)
+
+
+WORDS = {"hund": "dog", "katze": "cat", "haus": "house", "baum": "tree", "rot": "red"}
+
+
+def make_mt_project(root: Path) -> Path:
+    """A tiny translation corpus, encoded at `root/data/vocab/mt` (50 training pairs)."""
+    prepared = root / "prepared"
+    prepared.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 50), ("valid", 8), ("test", 8)):
+        src, tgt = [], []
+        for _ in range(n):
+            ks = list(rng.choice(sorted(WORDS), 3, replace=False))
+            src.append("der " + " ".join(ks))
+            tgt.append("the " + " ".join(WORDS[k] for k in ks))
+        (prepared / f"{split}.src").write_text("\n".join(src) + "\n")
+        (prepared / f"{split}.tgt").write_text("\n".join(tgt) + "\n")
+    build_mt_vocab(MTVocabConfig(vocab_size=40), prepared, root / "data" / "vocab" / "mt")
+    return root
+
+
+def cli(project: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    """`python -m nlpzoo ARGS --root PROJECT`: (status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([*args, "--root", str(project)])
+    finally:
+        sys.stdin = old
+    return code, out.getvalue(), err.getvalue()
