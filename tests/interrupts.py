@@ -3,7 +3,11 @@ takes them, for the resume tests; and the kill-and-resume check of the compiled 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytorch_lightning as pl
+
+from nlpzoo import lifecycle, training
 
 
 class KillAt(pl.Callback):
@@ -29,30 +33,44 @@ class FirstChunk(pl.Callback):
             self.first = False
 
 
-def train_with_callbacks(monkeypatch, params: dict, run: str, root, callbacks, *patches) -> dict:
-    """`lifecycle.train` of `run` with `callbacks` placed ahead of the trainer's own (so the resume
-    checkpoint saves after them) and MLflow off; `patches` are (object, name, value) set for the
-    run only. Returns the weights of the saved model.pt."""
-    import torch
+class FirstStep(pl.Callback):
+    """Records the step each fit starts from."""
 
-    from nlpzoo import lifecycle, training
-    from nlpzoo.tracking import Tracker
+    def __init__(self, starts: list[int]) -> None:
+        self.starts = starts
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.starts.append(trainer.global_step)
+
+
+def train_with(monkeypatch, params: dict, run: str, root: Path, *extra: pl.Callback) -> dict:
+    """`lifecycle.train(params, run, root)` with `extra` callbacks ahead of the trainer's own
+    (a `KillAt` interrupts it, a `FirstStep` records where each fit starts); its stats."""
     make = training.make_trainer
 
-    def with_callbacks(*args, **kwargs):
+    def with_extra(*args, **kwargs):
         trainer = make(*args, **kwargs)
-        trainer.callbacks[:0] = list(callbacks)
+        trainer.callbacks[:0] = list(extra)  # ahead of the checkpoint callbacks
         return trainer
 
     with monkeypatch.context() as m:
-        m.setattr(
-            Tracker, "start", classmethod(lambda cls, run, *a, **k: cls(None, None, "-", run))
-        )
-        m.setattr(training, "make_trainer", with_callbacks)
+        m.setattr(training, "make_trainer", with_extra)
+        return lifecycle.train(params, run, root)
+
+
+def train_with_callbacks(monkeypatch, params: dict, run: str, root, callbacks, *patches) -> dict:
+    """`train_with` of `run` with MLflow off; `patches` are (object, name, value) set for the run
+    only. Returns the weights of the saved model.pt."""
+    import torch
+
+    from nlpzoo.tracking import Tracker
+    from projects import inactive
+
+    with monkeypatch.context() as m:
+        m.setattr(Tracker, "start", classmethod(inactive))
         for obj, name, value in patches:
             m.setattr(obj, name, value)
-        lifecycle.train(params, run, root)
+        train_with(m, params, run, root, *callbacks)
     model = root / "models" / run / "model.pt"
     return torch.load(model, weights_only=True)["state_dict"]
 

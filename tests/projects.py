@@ -1,7 +1,6 @@
 """Tiny projects and in-process runs that tests in several folders share: an encoded language-model
 corpus and a translation corpus laid out as the data stages lay them out, an MLflow tracker that
-records nothing, a run trained with extra Lightning callbacks, and the command line called in
-process."""
+records nothing, and the command line called in process."""
 
 from __future__ import annotations
 
@@ -12,9 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pytorch_lightning as pl
 
-from nlpzoo import lifecycle, training
 from nlpzoo.__main__ import main
 from nlpzoo.data.vocab import Vocab, build_mt_vocab
 from nlpzoo.params import MTVocabConfig
@@ -42,31 +39,6 @@ def inactive(cls, run, *args, **kwargs):
     """A stand-in for `Tracker.start` (monkeypatched as a classmethod): a tracker of `run` that
     records nothing, for tests that do not look at MLflow."""
     return cls(None, None, "-", run)
-
-
-class FirstStep(pl.Callback):
-    """Records the step each fit starts from."""
-
-    def __init__(self, starts: list[int]) -> None:
-        self.starts = starts
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        self.starts.append(trainer.global_step)
-
-
-def train_with(monkeypatch, params: dict, run: str, root: Path, *extra: pl.Callback) -> dict:
-    """`lifecycle.train(params, run, root)` with `extra` callbacks ahead of the trainer's own
-    (a `KillAt` interrupts it, a `FirstStep` records where each fit starts); its stats."""
-    make = training.make_trainer
-
-    def with_extra(*args, **kwargs):
-        trainer = make(*args, **kwargs)
-        trainer.callbacks[:0] = list(extra)  # ahead of the checkpoint callbacks
-        return trainer
-
-    with monkeypatch.context() as m:
-        m.setattr(training, "make_trainer", with_extra)
-        return lifecycle.train(params, run, root)
 
 
 WORDS = {"hund": "dog", "katze": "cat", "haus": "house", "baum": "tree", "rot": "red"}

@@ -8,10 +8,10 @@ import torch
 from test_lifecycle_mt import _tiny_params
 from test_lifecycle_mt import project as project
 
-from interrupts import KillAt
+from interrupts import FirstStep, KillAt, train_with
 from nlpzoo.io import remove_checkpoints
 from nlpzoo.tracking import Tracker
-from projects import FirstStep, inactive, train_with
+from projects import inactive
 
 RUN = "transformer"
 

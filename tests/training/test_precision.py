@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 import torch
 from test_training_resume import tiny_params, with_benchmarks
 
-from interrupts import KillAt
+from interrupts import FirstStep, KillAt, train_with
 from nlpzoo import lifecycle
 from nlpzoo.config import build
 from nlpzoo.errors import ConfigError
@@ -19,7 +19,7 @@ from nlpzoo.params import TrainerConfig
 from nlpzoo.tracking import Tracker
 from nlpzoo.training import trainer as trainer_module
 from nlpzoo.training.trainer import cpu_flags, resolve_precision
-from projects import FirstStep, inactive, make_project, train_with
+from projects import inactive, make_project
 
 CPU = TrainerConfig(accelerator="cpu")
 ZEN3 = {"fpu", "sse4_2", "avx", "avx2", "fma"}  # an AMD EPYC Zen 3: AVX2, no AVX-512

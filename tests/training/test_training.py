@@ -31,14 +31,13 @@ TRAIN_TOKENS = 100  # 6 batches of 16 and one of 4
 VALID_TOKENS = 53  # 3 batches of 16 and one of 5
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
 @pytest.fixture(autouse=True)
-def one_thread(monkeypatch):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _unseeded(monkeypatch):
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)  # make_trainer seeds; undo it afterwards
     monkeypatch.delenv("PL_SEED_WORKERS", raising=False)
-    yield
-    torch.set_num_threads(before)
 
 
 class RecordingTracker:

@@ -24,10 +24,10 @@ import pytorch_lightning as pl
 import torch
 import yaml
 
-from interrupts import KillAt
+from interrupts import FirstStep, KillAt, train_with
 from nlpzoo import lifecycle, training
 from nlpzoo.tracking import Tracker
-from projects import FirstStep, inactive, make_project, train_with
+from projects import inactive, make_project
 from toy import write_lm_data
 
 ROOT = Path(__file__).resolve().parents[2]
