@@ -1,6 +1,7 @@
 """Output layers of the language models: full softmax vs hierarchical vs adaptive, side by side.
 
-Usage: python benchmarks/lm_outputs.py [--runs nnlm,lstm_lm] [--tokens 200000] [--threads 2]
+Usage: python benchmarks/lm_outputs.py [--runs nnlm,lstm_lm,rnn_lm,transformer_lm] [--tokens 200000]
+       [--threads 2] [--out benchmarks/results/lm_outputs.json]
 
 For each run, the params.yaml sizes are kept and only `output` changes (the LSTM's tied softmax is
 also trained untied, since the other outputs cannot be tied to the embedding). Every variant trains
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import tempfile
 import time
@@ -31,15 +33,27 @@ from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, make_trainer
+from roofline import machine  # this folder: the CPU, its flags and torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def variants(run: str, family: str, section: dict) -> list[tuple[str, dict]]:
-    out = [("softmax" + (" (tied)" if section.get("tie_weights") else ""), {})]
-    if section.get("tie_weights"):
-        out.append(("softmax (untied)", {"tie_weights": False}))
-    untie = {"tie_weights": False} if "tie_weights" in section else {}
+    """The run's sizes with each output layer; the softmax first (the speed-ups' base), tied to
+    the embedding where the family can tie it (transformer_lm always ties its softmax)."""
+    tieable = "tie_weights" in section
+    tied = family == "transformer_lm" or (
+        tieable and section.get("emb_dim") == section.get("hidden_dim")
+    )
+    out = [
+        (
+            "softmax (tied)" if tied else "softmax",
+            {"output": "softmax", **({"tie_weights": True} if tied and tieable else {})},
+        )
+    ]
+    untie = {"tie_weights": False} if tieable else {}
+    if tied and tieable:
+        out.append(("softmax (untied)", {"output": "softmax", **untie}))
     out.append(("hierarchical", {"output": "hierarchical", **untie}))
     out.append(("adaptive", {"output": "adaptive", **untie}))
     return out
@@ -49,7 +63,8 @@ def train_and_score(family, cfg, vocab, train, valid, tokens, clip, tmp: Path):
     torch.manual_seed(0)
     module = FamilyModule(family, dataclasses.asdict(cfg), len(vocab), "bench", vocab.counts)
     loader, _ = lm_dataloaders(FAMILIES[family], cfg, train, valid, seed=0)
-    per_step = cfg.batch_size * getattr(cfg, "bptt", 1)
+    # tokens per step: B rows of a BPTT window or of a Transformer block; one per NNLM window
+    per_step = cfg.batch_size * getattr(cfg, "bptt", getattr(cfg, "block_size", 1))
     steps = max(1, min(tokens // per_step, len(loader)))
     tcfg = TrainerConfig(
         accelerator="cpu",
@@ -74,6 +89,7 @@ def main() -> None:
     ap.add_argument("--runs", default="nnlm,lstm_lm")
     ap.add_argument("--tokens", type=int, default=200_000, help="training tokens per variant")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path, help="also write the rows here (JSON)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -85,6 +101,7 @@ def main() -> None:
         f"validation split scored; {args.threads} threads; load average "
         f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
     )
+    rows = []
     print("| run | output | tokens/s | speed-up | cost/token (mult-adds) | valid ppl |")
     print("|---|---|---|---|---|---|")
     for run in args.runs.split(","):
@@ -99,10 +116,35 @@ def main() -> None:
                     family, cfg, vocab, train, valid, args.tokens, clip, Path(tmp)
                 )
             base = base or rate
+            rows.append(
+                {
+                    "run": run,
+                    "output": label,
+                    "tokens_per_s": round(rate, 1),
+                    "speedup": round(rate / base, 3),
+                    "cost_per_token": round(cost),
+                    "valid_ppl": round(ppl, 2),
+                }
+            )
             print(
                 f"| {run} | {label} | {rate:,.0f} | {rate / base:.2f} | {cost:,.0f} | {ppl:.1f} |",
                 flush=True,
             )
+    if args.out:
+        args.out.write_text(
+            json.dumps(
+                {
+                    "threads": args.threads,
+                    "tokens": args.tokens,
+                    "load_average": os.getloadavg(),
+                    "machine": {**machine(), "threads": args.threads},
+                    "torch": torch.__version__,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -53,9 +53,13 @@ def _adaptive(d: int) -> float:
 @pytest.mark.parametrize(
     ("run", "overrides", "expected"),
     [
-        ("nnlm", {}, 4 * 60 + 4 * 60 * 100 + 100 * V),
+        ("nnlm", {"output": "softmax"}, 4 * 60 + 4 * 60 * 100 + 100 * V),
         ("nnlm", {"output": "hierarchical"}, 4 * 60 + 4 * 60 * 100 + 100 * math.log2(V)),
-        ("nnlm", {"direct": True}, 4 * 60 + 4 * 60 * 100 + (100 + 4 * 60) * V),
+        (
+            "nnlm",
+            {"output": "softmax", "direct": True},
+            4 * 60 + 4 * 60 * 100 + (100 + 4 * 60) * V,
+        ),
         (
             "nnlm",
             {"output": "adaptive", "cutoffs": [50, 200]},
@@ -74,7 +78,21 @@ def _adaptive(d: int) -> float:
             {"output": "softmax", "tie_weights": False, "emb_dim": 100},
             4 * 200 * (100 + 200) + 4 * 200 * 400 + 200 * V,
         ),
-        ("transformer_lm", {}, 2 * (4 * 192**2 + 2 * 192 * 768 + 2 * 128 * 192) + 192 * V),
+        (
+            "transformer_lm",
+            {"output": "softmax"},
+            2 * (4 * 192**2 + 2 * 192 * 768 + 2 * 128 * 192) + 192 * V,
+        ),
+        (
+            "transformer_lm",
+            {"output": "adaptive", "cutoffs": [50, 200]},
+            2 * (4 * 192**2 + 2 * 192 * 768 + 2 * 128 * 192) + _adaptive(192),
+        ),
+        (
+            "transformer_lm",
+            {"output": "hierarchical"},
+            2 * (4 * 192**2 + 2 * 192 * 768 + 2 * 128 * 192) + 192 * math.log2(V),
+        ),
     ],
 )
 def test_lm_multiply_adds_per_token_by_hand(run, overrides, expected):
@@ -103,7 +121,7 @@ def test_lm_multiply_adds_per_token_by_hand(run, overrides, expected):
     ],
 )
 def test_q_grows_as_the_formula_says_with_one_size(run, key, added):
-    softmax = {"output": "softmax"}  # lstm_lm's cut-offs lie beyond V
+    softmax = {"output": "softmax"}  # the default cut-offs lie beyond V
     base = _model(run, softmax)
     c = base.config
     step = 1 if key in ("context_size", "num_layers") else getattr(c, key)
@@ -126,7 +144,7 @@ def test_every_run_of_params_yaml_states_its_q(run):
 
 def test_nnlm_states_mikolovs_formula_with_the_runs_sizes():
     n, d, h = 4, 60, 100
-    section = {"context_size": n, "emb_dim": d, "hidden_dim": h}
+    section = {"context_size": n, "emb_dim": d, "hidden_dim": h, "output": "softmax"}
     cost = _model("nnlm", section, vocab_size=13192).cost(13192)
     assert cost.formula == "N×D + N×D×H + H×V"
     assert cost.terms == "N=4, D=60, H=100, V=13,192"
@@ -149,7 +167,7 @@ def test_nnlm_states_mikolovs_formula_with_the_runs_sizes():
 def test_nnlm_softmax_against_a_flop_count():
     """The FLOP counter sees the hidden and output layers (N×D×H + H×V); the projection N×D is
     a look-up and copy, which Mikolov et al. count and the counter does not."""
-    model = _model("nnlm").eval()
+    model = _model("nnlm", {"output": "softmax"}).eval()
     c = model.config
     context = torch.randint(4, V, (8, c.context_size))
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -192,7 +210,7 @@ def test_output_term():
 
 def test_transformer_lm_against_a_flop_count():
     """One forward pass over a full block of T = block_size tokens, per token."""
-    model = _model("transformer_lm", {"block_size": 32}).eval()
+    model = _model("transformer_lm", {"block_size": 32, "output": "softmax"}).eval()
     x = torch.randint(4, V, (1, 32))
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         model(x)

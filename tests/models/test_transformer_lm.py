@@ -238,6 +238,84 @@ def test_token_log_probs_from_a_start_position_are_the_tail_of_the_whole():
     assert not torch.allclose(cut, tail)
 
 
+# ------------------------------------------------------------------ adaptive / hierarchical
+
+
+def test_adaptive_without_tails_is_the_tied_softmax():
+    """output: adaptive with cutoffs [] is one softmax over V: given E and b as its weights, the
+    model scores, decodes and trains alike to the tied model (norm_f, blocks, embedding wired
+    the same way)."""
+    tied = make_model(norm="pre")
+    adaptive = make_model(norm="pre", output="adaptive", cutoffs=[])
+    state = {k: v for k, v in tied.state_dict().items() if not k.startswith("lm_head")}
+    state["out.head.weight"] = tied.tok_emb.weight.detach().clone()
+    state["out.head.bias"] = tied.lm_head.bias.detach().clone()
+    adaptive.load_state_dict(state)
+    ids = random_ids(7, length=9)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    with torch.no_grad():
+        torch.testing.assert_close(
+            adaptive.token_log_probs(inputs, targets), tied.token_log_probs(inputs, targets)
+        )
+        torch.testing.assert_close(adaptive(inputs, targets)[1], tied(inputs, targets)[1])
+        torch.testing.assert_close(adaptive.decode(inputs)[0], tied.decode(inputs)[0])
+    assert adaptive.lm_head is None and adaptive(inputs, targets)[0] is None
+
+
+@pytest.mark.parametrize(
+    "output, extra",
+    [("adaptive", {"cutoffs": [3, 7]}), ("hierarchical", {})],
+)
+def test_own_output_layer_is_exact_normalised_and_untied(output, extra):
+    torch.manual_seed(0)
+    counts = list(range(V, 0, -1))  # frequency-sorted ids (the Huffman tree's counts)
+    model = TransformerLM(Config(**{**TINY, "output": output, **extra}), V, counts=counts).eval()
+    assert all(p is not model.tok_emb.weight for p in model.out.parameters())
+    ids = random_ids(3, length=9)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    with torch.no_grad():
+        lp = model.token_log_probs(inputs, targets)  # (B, T)
+        _, loss = model(inputs, targets)
+        full, cache = model.decode(inputs)  # (B, T, V) in one pass
+        stepped = [model.decode(inputs[:, :1])]
+        for t in range(1, inputs.shape[1]):  # one position at a time over the cache
+            stepped.append(model.decode(inputs[:, t : t + 1], stepped[-1][1]))
+        tail = model.token_log_probs(inputs, targets, start=5)
+    torch.testing.assert_close(full.exp().sum(-1), torch.ones(inputs.shape))
+    torch.testing.assert_close(full.gather(-1, targets[..., None]).squeeze(-1), lp)
+    torch.testing.assert_close(torch.cat([s[0] for s in stepped], 1), full, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(loss, -lp.mean())
+    torch.testing.assert_close(tail, lp[:, 5:])
+    assert len(cache) == TINY["num_layers"]
+    with pytest.raises(ValueError, match="pass targets"):
+        model(inputs)
+
+
+def test_adaptive_output_trains():
+    torch.manual_seed(0)
+    cfg = Config(**{**TINY, "block_size": 16, "output": "adaptive", "cutoffs": [3, 7]})
+    model = TransformerLM(cfg, V)
+    stream = torch.tensor([1, 2, 3, 4, 5, 6, 7, 3, 2, 9] * 20)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for step in range(60):
+        start = (step * 7) % (len(stream) - 17)
+        block = stream[start : start + 17][None]
+        _, loss = model(block[:, :-1], block[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+
+
+def test_adaptive_cutoffs_beyond_the_vocabulary_are_a_config_error():
+    with pytest.raises(ConfigError, match="'cutoffs'"):
+        TransformerLM(Config(**{**TINY, "output": "adaptive", "cutoffs": [4, V]}), V)
+    with pytest.raises(ConfigError, match="counts="):
+        TransformerLM(Config(**{**TINY, "output": "hierarchical"}), V)
+
+
 def test_cost_counts_matmuls():
     model = make_model()
     c = model.config
@@ -268,6 +346,9 @@ def test_cost_counts_matmuls():
         ({"warmup_steps": 10, "lr_decay": 0.1}, "lr_decay"),
         ({"optimizer": "adagrad"}, "optimizer"),
         ({"lr": 0}, "lr"),
+        ({"output": "sampled"}, "output"),
+        ({"cutoffs": [10, 5]}, "cutoffs"),
+        ({"div_value": 0.5}, "div_value"),
     ],
 )
 def test_config_rejects_impossible_values_naming_the_key(override, key):

@@ -63,14 +63,20 @@ def _tiny_params(inputs: Path) -> dict:
         del params["models"][run], params[run]
     # trained enough to earn a weight in the mixture with the n-gram (λ > 0)
     params["nnlm"].update(
-        context_size=2, emb_dim=8, hidden_dim=16, batch_size=32, lr=0.03, trainer={"max_epochs": 3}
+        context_size=2,
+        emb_dim=8,
+        hidden_dim=16,
+        batch_size=32,
+        lr=0.03,
+        cutoffs=[30],  # a tail of the 7 rarest words: the head keeps the model's full width
+        trainer={"max_epochs": 3},
     )
     params["rnn_lm"].update(emb_dim=16, hidden_dim=16, bptt=10, batch_size=8)
     params["rnn_lm"]["trainer"]["max_epochs"] = 2
     params["lstm_lm"].update(emb_dim=16, hidden_dim=16, bptt=10, batch_size=8, cutoffs=[10, 20])
     params["lstm_lm"]["trainer"]["max_epochs"] = 2
     params["transformer_lm"].update(
-        d_model=16, heads=2, d_ff=32, block_size=16, batch_size=8, warmup_steps=10
+        d_model=16, heads=2, d_ff=32, block_size=16, batch_size=8, warmup_steps=10, cutoffs=[10, 20]
     )
     params["transformer_lm"]["trainer"] = {"max_epochs": 2}
     params["cbow"].update(dim=16, threads=1, trainer={"max_epochs": 2})

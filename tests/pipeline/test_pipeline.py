@@ -91,7 +91,12 @@ def project(tmp_path_factory) -> tuple[Path, dict]:
         del params["models"][run], params[run]
     params["svd"]["dim"] = 8
     params["nnlm"].update(
-        context_size=2, emb_dim=8, hidden_dim=16, batch_size=64, trainer={"max_epochs": 2}
+        context_size=2,
+        emb_dim=8,
+        hidden_dim=16,
+        batch_size=64,
+        cutoffs=[10, 20],  # the adaptive output's clusters, within the 37-word vocabulary
+        trainer={"max_epochs": 2},
     )
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 

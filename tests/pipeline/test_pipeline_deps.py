@@ -101,8 +101,10 @@ def test_an_edit_to_the_output_layers_flags_only_the_runs_that_use_them():
     flagged = {
         name for name, s in stages.items() if "src/nlpzoo/models/outputs.py" in s.get("deps", [])
     }
-    # the output layers of the NNLM and the RNN LMs, and word2vec's Huffman tree
-    users = {n for n, s in RUNS.items() if s.family in ("nnlm", "rnn_lm", "word2vec")}
+    # the output layers of the neural LMs, and word2vec's Huffman tree
+    users = {
+        n for n, s in RUNS.items() if s.family in ("nnlm", "rnn_lm", "transformer_lm", "word2vec")
+    }
     assert flagged == {f"{k}-{n}" for n in users for k in ("train", "evaluate")}
 
 

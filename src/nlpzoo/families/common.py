@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,3 +25,15 @@ def check_adam(cfg: Any) -> None:
     require(0.0 <= cfg.adam_beta1 < 1.0, "adam_beta1", f"must be in [0, 1), got {cfg.adam_beta1}")
     require(0.0 <= cfg.adam_beta2 < 1.0, "adam_beta2", f"must be in [0, 1), got {cfg.adam_beta2}")
     require(cfg.adam_eps > 0, "adam_eps", f"must be positive, got {cfg.adam_eps}")
+
+
+def check_output(cfg: Any) -> None:
+    """A language model's `output`, `cutoffs` and `div_value` (models/outputs.py); the cut-offs
+    against the vocabulary size are checked when the model is built."""
+    require(cfg.output in KINDS, "output", f"must be one of {KINDS}, got {cfg.output!r}")
+    require(
+        all(a < b for a, b in itertools.pairwise([0, *cfg.cutoffs])),
+        "cutoffs",
+        f"must be strictly increasing positive ids, got {cfg.cutoffs}",
+    )
+    require(cfg.div_value >= 1, "div_value", f"must be >= 1, got {cfg.div_value}")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 from nlpzoo.config import require
 from nlpzoo.families import Family
-from nlpzoo.families.common import KINDS, AdamSettings, check_adam
+from nlpzoo.families.common import AdamSettings, check_adam, check_output
 
 
 @dataclass
@@ -30,14 +29,7 @@ class NNLMConfig(AdamSettings):
         check_adam(self)
         for key in ("context_size", "emb_dim", "hidden_dim", "batch_size"):
             require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
-        require(self.output in KINDS, "output", f"must be one of {KINDS}, got {self.output!r}")
-        bounds = [0, *self.cutoffs]
-        require(
-            all(a < b for a, b in itertools.pairwise(bounds)),
-            "cutoffs",
-            f"must be strictly increasing positive ids, got {self.cutoffs}",
-        )
-        require(self.div_value >= 1, "div_value", f"must be >= 1, got {self.div_value}")
+        check_output(self)
         require(0.0 <= self.dropout < 1.0, "dropout", f"must be in [0, 1), got {self.dropout}")
         require(self.optimizer in ("adam", "sgd"), "optimizer", "must be adam or sgd")
         require(self.lr > 0, "lr", f"must be positive, got {self.lr}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from nlpzoo.config import require
 from nlpzoo.families import Family
-from nlpzoo.families.common import KINDS, AdamSettings, check_adam
+from nlpzoo.families.common import AdamSettings, check_adam, check_output
 
 
 @dataclass
@@ -46,14 +46,13 @@ class RNNLMConfig(AdamSettings):
         require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
         require(self.lr_decay >= 0, "lr_decay", "must be >= 0")
         require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        require(self.output in KINDS, "output", f"must be one of {KINDS}, got {self.output!r}")
+        check_output(self)
         require(
             not self.tie_weights or self.output == "softmax",
             "tie_weights",
             f"ties the embedding to a full softmax only; set tie_weights: false with output "
             f"{self.output!r}",
         )
-        require(self.div_value >= 1, "div_value", f"must be >= 1, got {self.div_value}")
         require(self.init_range > 0, "init_range", f"must be positive, got {self.init_range}")
 
 

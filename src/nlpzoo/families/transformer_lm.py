@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nlpzoo.config import require
 from nlpzoo.families import Family
-from nlpzoo.families.common import AdamSettings, check_adam
+from nlpzoo.families.common import AdamSettings, check_adam, check_output
 
 
 @dataclass
@@ -19,6 +19,12 @@ class TransformerLMConfig(AdamSettings):
     block_size: int = 128  # T, the training context length; longest input accepted
     positions: str = "sinusoidal"  # sinusoidal (the paper) | learned (Radford et al. 2018)
     norm: str = "post"  # post (the paper: LN(x + Sublayer(x))) | pre (x + Sublayer(LN(x)))
+    # softmax: the full softmax tied to the embedding (Press & Wolf 2017), as in the paper;
+    # adaptive (Grave et al. 2017; Baevski & Auli 2019 for Transformer LMs) | hierarchical:
+    # their own output weights, exact normalised probabilities at a fraction of C×V per token
+    output: str = "softmax"
+    cutoffs: list[int] = field(default_factory=lambda: [2000, 6000])  # adaptive: cluster bounds
+    div_value: float = 4.0  # adaptive: tail i projects to d_model / div_value^(i+1)
     batch_size: int = 16  # blocks of block_size tokens per step: 2048 tokens
     optimizer: str = "adam"  # adam (the paper) | sgd
     lr: float = 1e-3  # peak learning rate, reached after warmup_steps
@@ -46,6 +52,7 @@ class TransformerLMConfig(AdamSettings):
             f"must be even for sinusoidal positions (sin/cos pairs), got {self.d_model}",
         )
         require(self.norm in ("post", "pre"), "norm", f"must be post or pre, got {self.norm!r}")
+        check_output(self)
         require(0.0 <= self.dropout < 1.0, "dropout", f"must be in [0, 1), got {self.dropout}")
         require(self.optimizer in ("adam", "sgd"), "optimizer", "must be adam or sgd")
         require(self.lr > 0, "lr", f"must be positive, got {self.lr}")

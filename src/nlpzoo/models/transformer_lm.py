@@ -13,6 +13,11 @@ Each position t sees tokens 1..t only (the causal mask) and predicts token t+1:
     pre-norm (option):      x = x + Dropout(Sublayer(LayerNorm(x))),  one more LayerNorm at the end
     P(w_{t+1} | w_1..w_t) = softmax(x_L Eᵀ + b)          output tied to E (Press & Wolf 2017)
 
+or, with `output: adaptive` (or hierarchical), an output layer of its own over x_L
+(models/outputs.py): the adaptive softmax of Grave et al. (2017), the output Baevski & Auli
+(ICLR 2019) give Transformer LMs over large vocabularies. Its probabilities are as exact and
+normalised as the softmax's, at about C×(c_0 + tails) multiply-adds per token instead of C×V.
+
 Symbols: B batch, T time (T ≤ `block_size`), V vocabulary, C = d_model, h = `heads`,
 d_k = d_v = C / h per head, d_ff the inner size of the FFN, L = `num_layers`.
 
@@ -36,22 +41,36 @@ import math
 import torch
 from torch import nn
 
-from nlpzoo.cost import Cost
+from nlpzoo.cost import Cost, output_term
+from nlpzoo.errors import ConfigError
 from nlpzoo.families.transformer_lm import TransformerLMConfig
 from nlpzoo.models.losses import label_smoothed_loss
+from nlpzoo.models.outputs import check_cutoffs, make_output
 from nlpzoo.models.transformer_blocks import KV, Block, sinusoidal_positions
 
 Config = TransformerLMConfig  # the `transformer_lm` params section (nlpzoo.families)
 
 
 class TransformerLM(nn.Module):
-    """Token + position embeddings, L causal Transformer blocks, tied softmax output."""
+    """Token + position embeddings, L causal Transformer blocks, then the tied softmax (or an
+    adaptive or hierarchical output layer)."""
 
     def __init__(self, config: Config, vocab_size: int, counts: torch.Tensor | None = None) -> None:
         super().__init__()
-        # counts (training frequency per id) are part of the family contract; unused here
+        # counts (training frequency per id): the Huffman tree of the hierarchical output and the
+        # adaptive output's expected cost
         self.config = config
         C, V = config.d_model, vocab_size
+        if config.output == "adaptive":
+            try:
+                check_cutoffs(config.cutoffs, V)
+            except ValueError as e:
+                raise ConfigError(f"key 'cutoffs': {e}") from None
+        if config.output == "hierarchical" and counts is None:
+            raise ConfigError(
+                "key 'output' hierarchical builds a Huffman tree from the training count of "
+                "every word: construct the model with counts="
+            )
         self.tok_emb = nn.Embedding(V, C)  # E, (V, C)
         if config.positions == "sinusoidal":
             self.register_buffer(
@@ -68,9 +87,16 @@ class TransformerLM(nn.Module):
         )
         # pre-norm leaves the last residual sum un-normalised: one more LayerNorm (as in GPT-2)
         self.norm_f = nn.LayerNorm(C) if config.norm == "pre" else nn.Identity()
-        self.lm_head = nn.Linear(C, V)  # logits x Eᵀ + b
-        # weight tying (Press & Wolf 2017; §3.4 of the paper): the output matrix *is* E
-        self.lm_head.weight = self.tok_emb.weight
+        self.softmax = config.output == "softmax"
+        if self.softmax:
+            self.lm_head = nn.Linear(C, V)  # logits x Eᵀ + b
+            # weight tying (Press & Wolf 2017; §3.4 of the paper): the output matrix *is* E
+            self.lm_head.weight = self.tok_emb.weight
+            self.out = None
+        else:
+            self.lm_head = None
+            c = config
+            self.out = make_output(c.output, C, V, counts, c.cutoffs, c.div_value)
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -79,9 +105,11 @@ class TransformerLM(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Linear) and module is not self.lm_head:
                 nn.init.xavier_uniform_(module.weight)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
         nn.init.normal_(self.tok_emb.weight, std=self.config.d_model**-0.5)
-        nn.init.zeros_(self.lm_head.bias)
+        if self.lm_head is not None:
+            nn.init.zeros_(self.lm_head.bias)
         if self.pos_emb is not None:
             nn.init.normal_(self.pos_emb.weight, std=0.02)  # Radford et al. 2018: N(0, 0.02)
 
@@ -89,8 +117,15 @@ class TransformerLM(nn.Module):
         self, inputs: torch.Tensor, targets: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """inputs (B, T) ids, targets (B, T) = inputs shifted by one. Returns logits (B, T, V)
-        and the mean cross-entropy over the targets (labels −100 ignored), or None."""
-        logits = self.lm_head(self.norm_f(self._hidden(inputs)))  # (B, T, V)
+        and the mean cross-entropy over the targets (labels −100 ignored), or None. The adaptive
+        and hierarchical outputs never form the V scores: their logits are None and the loss is
+        the mean of −log p(target) they give (the loader's targets are all real tokens)."""
+        x = self.norm_f(self._hidden(inputs))  # (B, T, C)
+        if not self.softmax:
+            if targets is None:
+                raise ValueError(f"output '{self.config.output}' forms no logits: pass targets")
+            return None, -self.out.log_prob(x.reshape(-1, x.shape[-1]), targets.reshape(-1)).mean()
+        logits = self.lm_head(x)  # (B, T, V)
         if targets is None:
             return logits, None
         return logits, label_smoothed_loss(logits, targets, smoothing=0.0)  # plain cross-entropy
@@ -136,8 +171,7 @@ class TransformerLM(nn.Module):
         for i, block in enumerate(self.blocks):
             x, kv, _ = block.run(x, None, None if cache is None else cache[i])  # causal
             extended.append(kv)
-        logits = self.lm_head(self.norm_f(x))  # (B, T, V)
-        return torch.log_softmax(logits.float(), dim=-1), extended
+        return self._log_prob_all(self.norm_f(x)), extended
 
     def token_log_probs(
         self, inputs: torch.Tensor, targets: torch.Tensor, start: int = 0
@@ -146,21 +180,36 @@ class TransformerLM(nn.Module):
         exact, normalised over all of V. Every position still attends to the whole window; only
         the output layer, most of the model's work, is skipped before `start` (a sliding
         evaluation scores only a window's last positions)."""
-        x = self._hidden(inputs)[:, start:]  # (B, T − start, C)
-        logits = self.lm_head(self.norm_f(x))  # (B, T − start, V)
+        x = self.norm_f(self._hidden(inputs)[:, start:])  # (B, T − start, C)
+        if not self.softmax:
+            y = targets[:, start:]  # (B, T − start)
+            lp = self.out.log_prob(x.reshape(-1, x.shape[-1]), y.reshape(-1))  # (B·(T − start),)
+            return lp.float().view(y.shape)
+        logits = self.lm_head(x)  # (B, T − start, V)
         log_p = torch.log_softmax(logits.float(), dim=-1)  # (B, T − start, V)
         return log_p.gather(-1, targets[:, start:, None]).squeeze(-1)  # (B, T − start)
 
+    def _log_prob_all(self, x: torch.Tensor) -> torch.Tensor:
+        """log p(· | x) over all of V, float32: (B, T, C) → (B, T, V)."""
+        if self.softmax:
+            return torch.log_softmax(self.lm_head(x).float(), dim=-1)
+        lp = self.out.log_prob_all(x.reshape(-1, x.shape[-1])).float()
+        return lp.view(*x.shape[:-1], -1)
+
     def embeddings(self) -> torch.Tensor:
-        """The token embedding E, (V, d_model): input vectors and (tied) output vectors at once."""
+        """The token embedding E, (V, d_model): the input vectors (and, tied, the output ones)."""
         return self.tok_emb.weight.detach()
 
     def cost(self, vocab_size: int) -> Cost:
-        """Q = L×(4C² + 2C×F + 2T×C) + C×V with this run's sizes."""
+        """Q = L×(4C² + 2C×F + 2T×C) + the output term (C×V for the softmax) with this run's
+        sizes."""
         c = self.config
         C, ff, L, T = c.d_model, c.d_ff, c.num_layers, c.block_size
+        counted = self.out.num_ops_per_token() if c.output == "adaptive" else None
+        last, symbol = output_term(C, "C", c.output, vocab_size, counted)
+        blocks = L * (4 * C * C + 2 * C * ff + 2 * T * C)
         return Cost(
-            "L×(4C² + 2C×F + 2T×C) + C×V",
+            f"L×(4C² + 2C×F + 2T×C) + {symbol}",
             f"L={L}, C={C}, F={ff}, T={T}, V={vocab_size:,}",
-            L * (4 * C * C + 2 * C * ff + 2 * T * C) + C * vocab_size,
+            None if last is None else blocks + last,
         )
