@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from nlpzoo.__main__ import main
 from nlpzoo.data.vocab import Vocab, build_mt_vocab
@@ -59,6 +60,38 @@ def make_mt_project(root: Path) -> Path:
         (prepared / f"{split}.tgt").write_text("\n".join(tgt) + "\n")
     build_mt_vocab(MTVocabConfig(vocab_size=40), prepared, root / "data" / "vocab" / "mt")
     return root
+
+
+# the translation families at toy size: each key replaces the run's own where its section has it
+TINY_MT = {
+    "emb_dim": 16,
+    "hidden_dim": 32,
+    "attn_dim": 16,
+    "d_model": 32,
+    "heads": 2,
+    "num_layers": 1,
+    "d_ff": 64,
+    "batch_size": 10,
+    "warmup_steps": 5,
+    "lr": 0.01,
+    "dropout": 0.0,
+}
+
+
+def tiny_mt_params(run: str) -> dict:
+    """params.yaml with translation run `run` at toy size: 4 epochs on the CPU, beam 3."""
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    section = params[run]
+    section.update({k: v for k, v in TINY_MT.items() if k in section or k == "dropout"})
+    section["beam_size"] = 3
+    section["trainer"] = {
+        "max_epochs": 4,
+        "accelerator": "cpu",
+        "devices": 1,
+        "early_stopping_patience": 0,
+        "max_time": None,
+    }
+    return params
 
 
 def cli(project: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:

@@ -17,24 +17,11 @@ from nlpzoo.data.mt import Codec, load_split
 from nlpzoo.families import FAMILIES
 from nlpzoo.tasks import load_model
 from nlpzoo.tasks.mt import translate
-from projects import make_mt_project
+from projects import make_mt_project, tiny_mt_params
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 MT_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "mt"]
-TINY = {
-    "emb_dim": 16,
-    "hidden_dim": 32,
-    "attn_dim": 16,
-    "d_model": 32,
-    "heads": 2,
-    "num_layers": 1,
-    "d_ff": 64,
-    "batch_size": 10,
-    "warmup_steps": 5,
-    "lr": 0.01,
-    "dropout": 0.0,
-}
 
 
 def test_params_have_the_four_translation_families():
@@ -54,24 +41,9 @@ def _tracking(project, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
 
 
-def _tiny_params(run: str) -> dict:
-    params = yaml.safe_load(yaml.safe_dump(PARAMS))
-    section = params[run]
-    section.update({k: v for k, v in TINY.items() if k in section or k == "dropout"})
-    section["beam_size"] = 3
-    section["trainer"] = {
-        "max_epochs": 4,
-        "accelerator": "cpu",
-        "devices": 1,
-        "early_stopping_patience": 0,
-        "max_time": None,
-    }
-    return params
-
-
 @pytest.mark.parametrize("run", MT_RUNS)
 def test_every_mt_run_trains_scores_and_translates(project, run):
-    params = _tiny_params(run)
+    params = tiny_mt_params(run)
     stats = lifecycle.train(params, run, project)
     assert stats["epochs"] == 4 and stats["params"] > 0 and stats["train_tokens_per_s"] > 0
     data = project / "data" / "vocab" / "mt"
@@ -126,7 +98,7 @@ def test_translate_command(project, tmp_path, capsys):
 
     run = MT_RUNS[0]
     if not (project / "models" / run / "model.pt").is_file():
-        lifecycle.train(_tiny_params(run), run, project)
+        lifecycle.train(tiny_mt_params(run), run, project)
     lines = tmp_path / "in.txt"
     lines.write_text("der hund katze haus\nder baum rot haus\n")
     assert main(["translate", "--run", run, "--models", str(project / "models"), str(lines)]) == 0
@@ -156,7 +128,7 @@ def _translate(project: Path, *args: str) -> tuple[int, str, str]:
 def test_translate_refuses_bad_input_with_one_line(project, tmp_path):
     run = "transformer"  # a positions table: sequences have a longest length
     if not (project / "models" / run / "model.pt").is_file():
-        lifecycle.train(_tiny_params(run), run, project)
+        lifecycle.train(tiny_mt_params(run), run, project)
     good = tmp_path / "good.txt"
     good.write_text("der hund katze haus\n")
     long = tmp_path / "long.txt"

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_lifecycle_mt import _tiny_params
-from test_lifecycle_mt import project as project
 
 from interrupts import FirstStep, KillAt, train_with
 from nlpzoo.io import remove_checkpoints
 from nlpzoo.tracking import Tracker
-from projects import inactive
+from projects import inactive, make_mt_project, tiny_mt_params
 
 RUN = "transformer"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return make_mt_project(tmp_path_factory.mktemp("mtresume"))
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +25,7 @@ def _no_tracking(monkeypatch):
 
 
 def test_killed_translation_run_resumes_from_its_last_epoch(project, monkeypatch):
-    params = _tiny_params(RUN)
+    params = tiny_mt_params(RUN)
     params[RUN]["trainer"].update(max_epochs=3, checkpoint_every_minutes=0)
     starts: list[int] = []
     uninterrupted = train_with(monkeypatch, params, RUN, project, FirstStep(starts))

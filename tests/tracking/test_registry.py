@@ -28,7 +28,7 @@ from test_tracking import free_port
 from nlpzoo import lifecycle, registry
 from nlpzoo.__main__ import main
 from nlpzoo.tracking import _process_tracking_uri
-from projects import cli
+from projects import cli, make_mt_project, tiny_mt_params
 from toy import tiny_params, write_lm_data
 
 RUNS = ("ngram", "lstm_lm", "svd")  # a count LM, a neural LM with embeddings, word vectors
@@ -249,10 +249,8 @@ def test_the_model_loads_and_answers_without_the_project(project, tmp_path):
 def mt_project(tmp_path_factory):
     """A toy translation project whose `transformer` run is trained, evaluated and registered
     (its own store)."""
-    from test_lifecycle_mt import _tiny_params, make_mt_project
-
     root = make_mt_project(tmp_path_factory.mktemp("registry-mt") / "mt")
-    params = _tiny_params("transformer")
+    params = tiny_mt_params("transformer")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", _uri(root))
         lifecycle.train(params, "transformer", root)
