@@ -94,6 +94,25 @@ def tiny_mt_params(run: str) -> dict:
     return params
 
 
+@contextlib.contextmanager
+def trained(root: Path, params: dict, runs, register: bool = False):
+    """Trains and evaluates each of `runs` in `root` (and registers it, with `register`), all
+    logging to `root`'s own MLflow store; yields `root` with that store still set."""
+    import pytest
+
+    from nlpzoo import lifecycle, registry
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
+        mp.setenv("NLPZOO_MLFLOW_CACHE", str(root / "mlflow-cache"))
+        for run in runs:
+            lifecycle.train(params, run, root)
+            lifecycle.evaluate(params, run, root)
+            if register:
+                registry.register(params, run, root)
+        yield root
+
+
 def cli(project: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:
     """`python -m nlpzoo ARGS --root PROJECT`: (status, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()

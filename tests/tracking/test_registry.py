@@ -28,7 +28,7 @@ from test_tracking import free_port
 from nlpzoo import lifecycle, registry
 from nlpzoo.__main__ import main
 from nlpzoo.tracking import _process_tracking_uri
-from projects import cli, make_mt_project, tiny_mt_params
+from projects import cli, make_mt_project, tiny_mt_params, trained
 from toy import tiny_params, write_lm_data
 
 RUNS = ("ngram", "lstm_lm", "svd")  # a count LM, a neural LM with embeddings, word vectors
@@ -40,13 +40,7 @@ def project(tmp_path_factory):
     write_lm_data(root)
     params = tiny_params(*RUNS)
     (root / "params.yaml").write_text(yaml.safe_dump(params))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
-        mp.setenv("NLPZOO_MLFLOW_CACHE", str(root / "mlflow-cache"))
-        for run in RUNS:
-            lifecycle.train(params, run, root)
-            lifecycle.evaluate(params, run, root)
-            registry.register(params, run, root)
+    with trained(root, params, RUNS, register=True):
         yield root
 
 

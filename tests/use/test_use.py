@@ -17,13 +17,13 @@ import pytest
 import torch
 import yaml
 
-from nlpzoo import lifecycle, registry, use
+from nlpzoo import registry, use
 from nlpzoo.__main__ import main
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.evaluation.analogy import Analogies, _answers
 from nlpzoo.evaluation.vectors import case_key, restricted_vocab, unit_rows, write_word2vec_text
 from nlpzoo.families import FAMILIES
-from projects import cli
+from projects import cli, trained
 from toy import PARAMS, tiny_params, write_lm_data
 
 LM_RUNS = ("ngram", "nnlm", "lstm_lm", "transformer_lm")  # one per input kind of the registry
@@ -59,12 +59,7 @@ def project(tmp_path_factory):
         json.dumps({"run": "fake_mt", "family": "transformer", "data": "vocab/mt"})
     )
     (fake / "model.pt").write_bytes(b"")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
-        mp.setenv("NLPZOO_MLFLOW_CACHE", str(root / "mlflow-cache"))
-        for run in TRAINED:
-            lifecycle.train(params, run, root)
-            lifecycle.evaluate(params, run, root)
+    with trained(root, params, TRAINED):
         yield root
 
 
