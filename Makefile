@@ -1,9 +1,17 @@
 # `make repro` and `make test` set everything up on a fresh machine (Python >= 3.10).
-# TORCH is the pip requirement used for PyTorch; CI pins a CPU build (TORCH=torch==2.13.0).
+# TORCH is the pip requirement used for PyTorch (one requirement, e.g. torch>=2.6); CI pins
+# TORCH=torch==2.13.0. TORCH_INDEX is the wheel index it comes
+# from: `make TORCH_INDEX=cpu` takes PyTorch's CPU-only build (no CUDA wheels: for a machine
+# without an NVIDIA GPU on Linux, where the default wheel is the CUDA build); any other value is
+# an index URL (e.g. https://download.pytorch.org/whl/cu126); empty, PyPI's default wheel.
 PYTHON ?= python3
 TORCH ?= torch
-# runs trained side by side by `make repro` (python -m nlpzoo repro; 1 = plain `dvc repro`)
-JOBS ?= 2
+TORCH_INDEX ?=
+TORCH_INDEX_URL = $(if $(filter cpu,$(TORCH_INDEX)),https://download.pytorch.org/whl/cpu,$(TORCH_INDEX))
+# runs trained side by side by `make repro` (python -m nlpzoo repro; 1 = plain `dvc repro`);
+# empty: the cores it may use. GPU_SLOTS: runs sharing one GPU (empty: 2)
+JOBS ?=
+GPU_SLOTS ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -13,7 +21,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)")
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
@@ -21,7 +29,8 @@ install: $(STAMP)
 
 repro: $(STAMP)
 	test -d .dvc || $(BIN)/dvc init --quiet
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m nlpzoo repro --jobs $(JOBS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m nlpzoo repro \
+		$(if $(JOBS),--jobs $(JOBS)) $(if $(GPU_SLOTS),--gpu-slots $(GPU_SLOTS))
 
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q

@@ -2,7 +2,9 @@
 
 python -m nlpzoo validate [params.yaml]          check a params file, running nothing
 python -m nlpzoo pipeline [--check]              write dvc.yaml from params.yaml and the code
-python -m nlpzoo repro [--jobs N]                `dvc repro` with N runs side by side (make repro)
+python -m nlpzoo repro [--jobs N] [--gpu-slots S]
+                                                 `dvc repro` with N runs side by side (default:
+                                                 the cores), S of them per GPU (make repro)
 python -m nlpzoo translate --run RUN [FILE]      translate lines (stdin by default) with the
                                                  trained translation run models/RUN/
 python -m nlpzoo generate --run RUN              sample text from a language model
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     pipe.add_argument("--check", action="store_true", help="only check that dvc.yaml is current")
     pipe.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
-    sub.add_parser("repro", help="dvc repro with N runs trained side by side (`make repro`)")
+    sub.add_parser("repro", help="dvc repro with runs trained side by side (`make repro`)")
     use.add_commands(sub)  # generate, score, neighbours, analogy, translate
     parser.set_defaults(handler=None)
     argv = sys.argv[1:] if argv is None else argv

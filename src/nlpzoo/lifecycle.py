@@ -37,7 +37,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from nlpzoo.io import (
     remove_checkpoints,
 )
 from nlpzoo.params import MlflowConfig
+from nlpzoo.placement import Placement, place
 from nlpzoo.tasks import Data, Fitted, Run, Task, load_model, task_of
 from nlpzoo.tracking import Tracker
 
@@ -70,10 +71,9 @@ def train(params: dict, name: str, root: Path) -> dict:
     run = Run.of(params, name, root)
     task = task_of(run.family)
     _use_threads(run)
-    if run.family.neural:  # `auto` made concrete once: the fingerprint, Lightning, the stats
-        from nlpzoo.training.trainer import resolve_precision
-
-        run.trainer = replace(run.trainer, precision=resolve_precision(run.trainer))
+    placement = place(run)  # the device, precision and determinism, made concrete once
+    if run.family.neural:  # for the fingerprint, Lightning and the stats
+        run.trainer = placement.trainer(run.trainer)
     data = task.load(run)
     resume = _prepare_resume(run, task, data) if run.family.neural else None
     tracker = _open_tracker(run, resuming=resume is not None)
@@ -89,6 +89,7 @@ def train(params: dict, name: str, root: Path) -> dict:
             if cost is not None:
                 stats.update(cost.as_stats())
             stats["train_seconds"] = round(time.time() - t0, 2)
+            stats.update(_placement_stats(placement, stats))
             config = {
                 "run": name,
                 "family": run.spec.family,
@@ -334,6 +335,17 @@ def _fit_lightning(
     return module.model, stats
 
 
+def _placement_stats(placement: Placement, stats: dict) -> dict:
+    """Where the run trained (train_stats.json, the MLflow run, the report): the device, the
+    devices and determinism as resolved; the precision the fit recorded (a family's own
+    float32 kernel says 32-true), or the placement's."""
+    record = placement.record()
+    if "precision" not in stats:  # no Lightning (count, closed form): the device only
+        return {"device": record["device"], "devices": 1}
+    record["precision"] = stats["precision"]
+    return record
+
+
 def _seconds_before(trainer: Any) -> float:
     """Fitting seconds of the processes before a resume, from the checkpoint resumed from."""
     from nlpzoo.training import ResumeCheckpoint
@@ -368,7 +380,10 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
     _use_threads(run)
     tracker = Tracker.resume(run.model_dir, name)
     t0 = time.time()
-    model = load_model(run.model_dir)
+    device = "cpu"  # count and closed-form families compute in numpy
+    if run.family.neural:  # on the device the run trained on (its placement's first)
+        device = place(run).torch_device()
+    model = load_model(run.model_dir, device=device)
     scores = task.evaluate(run, model)
     metrics = scores.metrics
     metrics["eval_seconds"] = round(time.time() - t0, 2)

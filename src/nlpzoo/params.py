@@ -180,8 +180,9 @@ class TrainerConfig:
     """The `trainer:` params section; a run may override any key in its own `trainer:` entry."""
 
     accelerator: str = field(default="auto", metadata=_LIGHTNING)  # cpu | gpu | auto ...
-    # number of devices, "auto", or device ids
-    devices: int | str | list[int] = field(default="auto", metadata=_LIGHTNING)
+    # number of devices per node, device ids, or "auto" (Lightning's: every device): 1 by
+    # default, so several GPUs train one run (DDP) only when asked (docs/scale-out.md)
+    devices: int | str | list[int] = field(default=1, metadata=_LIGHTNING)
     strategy: str = field(default="auto", metadata=_LIGHTNING)  # auto | ddp | ddp_spawn | ...
     num_nodes: int = field(default=1, metadata=_LIGHTNING)
     # auto: bf16-mixed where the device multiplies bf16 natively, else 32-true (resolved once per
@@ -198,7 +199,9 @@ class TrainerConfig:
     log_every_n_steps: int = field(default=50, metadata=_LIGHTNING_DISPLAY)
     # epochs without val/ppl improvement; 0 disables
     early_stopping_patience: int = field(default=2, metadata=_OWN_RESULT)
-    deterministic: bool = field(default=False, metadata=_LIGHTNING)
+    # true | false | warn, as Lightning takes them; auto: warn on a GPU, false on the CPU (whose
+    # kernels are deterministic already); resolved by nlpzoo.placement
+    deterministic: bool | str = field(default="auto", metadata=_LIGHTNING)
     enable_progress_bar: bool = field(default=False, metadata=_LIGHTNING_DISPLAY)
     num_workers: int = field(default=0, metadata=_OWN)  # DataLoader worker processes
     threads: int = field(default=0, metadata=_OWN)  # torch intra-op threads; 0 keeps the default
@@ -217,6 +220,11 @@ class TrainerConfig:
             "precision",
             f"must be auto or one of Lightning's precisions (32-true, bf16-mixed, 16-mixed, "
             f"64-true, ...), got {self.precision!r}",
+        )
+        require(
+            self.deterministic in (True, False, "warn", "auto"),
+            "deterministic",
+            f"must be true, false, warn or auto, got {self.deterministic!r}",
         )
         require(self.num_nodes >= 1, "num_nodes", "must be >= 1")
         require(self.max_epochs >= 1, "max_epochs", "must be >= 1")

@@ -1,4 +1,5 @@
-"""`python -m nlpzoo repro --jobs N` (`make repro`): the whole pipeline with N runs side by side.
+"""`python -m nlpzoo repro` (`make repro`): the whole pipeline, as many runs side by side as the
+machine takes.
 
 A run's stages (`train-RUN`, `evaluate-RUN`, `register-RUN`) depend on the shared data stages
 and on nothing of any other run, so once the data is built the runs are independent arms of the
@@ -7,17 +8,33 @@ holds the repository lock only between commands, never while a stage's command r
 `--wait-for-lock` makes a process wait for that short lock instead of failing.
 
     1. dvc --wait-for-lock repro corpus prepare vocab cooccur      the data, once
-    2. N workers, each taking the next run from a queue (longest first, by the wall times the
-       stages recorded in timings/ in the last repro; when none is recorded, translation,
-       then language models, then word vectors, more epochs first):
+    2. JOBS workers, each taking the longest pending run whose kind of slot is free (longest by
+       the wall times the stages recorded in timings/ in the last repro; when none is recorded,
+       translation, then language models, then word vectors, more epochs first):
          dvc --wait-for-lock repro --single-item train-RUN evaluate-RUN register-RUN
     3. dvc --wait-for-lock repro --single-item mixture report ...  the rest
 
+Slots. Each run is one process of one torch thread (`trainer.threads: 1`) that keeps one core
+busy, on the CPU or feeding a GPU, so:
+  - at most JOBS runs at once, GPU runs included (`--jobs`, env JOBS; by default the cores this
+    process may use, its CPU affinity);
+  - of them, at most GPU_SLOTS runs sharing one GPU, GPU_SLOTS x the GPUs of the machine in all
+    (`--gpu-slots`, env GPU_SLOTS, default 2; GPUs counted by torch, an Apple GPU is one);
+  - a run trains on a GPU when its placement says so (`nlpzoo.placement`); the CPU-only runs
+    (n-gram, SVD, the numba word vectors, and every run on a machine without a GPU) fill the
+    cores the GPU runs leave.
+On two cores without a GPU that is two runs side by side, each of one thread: they do 1.6-2.3x
+the work of one such run, one run with two threads 1.4-1.9x (docs/benchmarks.md, "Threads").
+
+A failed run stops no other: every other run is trained, evaluated and registered, then step 3
+reproduces the final stages that depend on no output of a failed run (by dvc.yaml's deps and
+outs; the report depends on every run's metrics, so it waits for the failed run to be mended),
+and the last line names the failed runs.
+
 Each stage still decides for itself whether it must run (its deps, params and outs in
 dvc.lock), so a second `make repro` does nothing, and a run whose params changed reruns
-alone. On two cores, two runs of one torch thread each (`trainer.threads: 1`) do 1.6-2.3x the
-work of one such run, one run with two threads 1.4-1.9x (docs/benchmarks.md, "Threads").
-`--jobs 1` is plain `dvc repro`.
+alone. `--jobs 1` is plain `dvc repro`, which stops at the first failed stage (add `--keep-going`
+to go on past it).
 """
 
 from __future__ import annotations
@@ -26,12 +43,14 @@ import contextlib
 import json
 import math
 import os
+import posixpath
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nlpzoo.errors import PROJECT_ERRORS, error_line
@@ -41,6 +60,7 @@ from nlpzoo.params import parse_models
 DATA_STAGES = ["corpus", "prepare", "vocab", "cooccur"]
 ARM_STAGES = ("train", "evaluate", "register")  # a run's own stages, in order
 TASK_ORDER = {"mt": 0, "lm": 1, "vectors": 2}  # longest first when no timing is recorded
+GPU_SLOTS = 2  # runs sharing one GPU (the default)
 
 
 def recorded_seconds(root: Path, run: str) -> float | None:
@@ -75,6 +95,75 @@ def schedule(params: dict, root: Path) -> list[str]:
         return (1, TASK_ORDER.get(specs[run].task, 3), -epochs(run), order.index(run))
 
     return sorted(specs, key=key)
+
+
+def default_jobs() -> int:
+    """The cores this process may use: its CPU affinity, else every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
+def run_device(params: dict, root: Path, name: str) -> str:
+    """What run `name` trains on, as its placement resolves it: "cpu", "cuda" or "mps"."""
+    from nlpzoo.placement import place
+    from nlpzoo.tasks import Run
+
+    return place(Run.of(params, name, root)).accelerator
+
+
+def device_count(accelerator: str) -> int:
+    """The GPUs of kind `accelerator` on this machine: torch's count of CUDA devices (at least
+    one, as a run resolved to it); an Apple GPU (mps) is one."""
+    if accelerator == "cuda":
+        import torch
+
+        return max(int(torch.cuda.device_count()), 1)
+    return 1
+
+
+@dataclass
+class Plan:
+    """The runs of step 2, longest first, each with its device, and the slots they share."""
+
+    jobs: int  # runs at once, GPU runs included
+    gpu_slots: int  # runs at once on one GPU
+    runs: list[str] = field(default_factory=list)
+    device: dict[str, str] = field(default_factory=dict)  # run -> "cpu", "cuda" or "mps"
+    gpus: dict[str, int] = field(default_factory=dict)  # accelerator -> its GPUs
+
+    def gpu_limit(self, accelerator: str) -> int:
+        """Runs at once on the GPUs of `accelerator`: gpu_slots on each."""
+        return self.gpu_slots * self.gpus[accelerator]
+
+    def describe(self) -> str:
+        """The slots in one line."""
+        if not self.gpus:
+            return f"{self.jobs} at a time, no run on a GPU"
+        on = ", ".join(
+            f"{self.gpu_limit(a)} on {n} {a} GPU{'s' * (n != 1)}" for a, n in self.gpus.items()
+        )
+        return f"{self.jobs} at a time, of them at most {on} ({self.gpu_slots} per GPU)"
+
+
+def plan(
+    params: dict, root: Path, jobs: int, gpu_slots: int, say: Callable[[str], None] = print
+) -> Plan:
+    """The runs of `schedule`, each with its device (`run_device`; a run whose placement fails
+    is said so and counts as a CPU run: its train stage gives the error), and the GPUs counted
+    where some run trains on one."""
+    out = Plan(jobs, gpu_slots, schedule(params, root))
+    for name in out.runs:
+        try:
+            device = run_device(params, root, name)
+        except Exception as e:
+            say(f"[{name}] placement failed ({type(e).__name__}: {e}); counted as a CPU run")
+            device = "cpu"
+        out.device[name] = device
+        if device != "cpu" and device not in out.gpus:
+            out.gpus[device] = device_count(device)
+    return out
 
 
 class _Console:
@@ -298,25 +387,59 @@ def _run_arm(
         children.done(proc)
 
 
-def _stage_names(root: Path) -> list[str]:
+def dvc_stages(root: Path) -> dict:
+    """The `stages:` mapping of `root`'s dvc.yaml, in its order (upstream first)."""
     import yaml
 
-    return list(yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"])
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    text = (root / "dvc.yaml").read_text(encoding="utf-8")
+    return yaml.load(text, Loader=loader)["stages"]
 
 
-def arm_stages(root: Path, run: str) -> list[str]:
+def arm_stages(stages: dict, run: str) -> list[str]:
     """The stages one worker reproduces for `run`, in order: those of `ARM_STAGES` that
-    dvc.yaml has."""
-    names = set(_stage_names(root))
-    return [f"{stage}-{run}" for stage in ARM_STAGES if f"{stage}-{run}" in names]
+    dvc.yaml's `stages` has."""
+    return [f"{stage}-{run}" for stage in ARM_STAGES if f"{stage}-{run}" in stages]
 
 
-def final_stages(root: Path, runs: Sequence[str]) -> list[str]:
-    """The stages of dvc.yaml (in its order, upstream first) that neither the data step nor the
-    runs' arms reproduce: the final step reproduces exactly these, so that each stage runs once
-    even under `--force`."""
-    covered = set(DATA_STAGES) | {s for r in runs for s in arm_stages(root, r)}
-    return [name for name in _stage_names(root) if name not in covered]
+def final_stages(stages: dict, runs: Sequence[str]) -> list[str]:
+    """The stages of dvc.yaml's `stages` (in its order, upstream first) that neither the data
+    step nor the runs' arms reproduce: the final step reproduces exactly these, so that each
+    stage runs once even under `--force`."""
+    covered = set(DATA_STAGES) | {s for r in runs for s in arm_stages(stages, r)}
+    return [name for name in stages if name not in covered]
+
+
+def _paths(entries: Sequence) -> list[str]:
+    """The paths of a dvc.yaml list (`deps`, `outs`, ...): each a path, or a path with options."""
+    out: list[str] = []
+    for entry in entries or []:
+        out.extend([entry] if isinstance(entry, str) else entry)
+    return [posixpath.normpath(path) for path in out]
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Path `a` is path `b`, or one is a folder holding the other."""
+    return a == b or a.startswith(f"{b}/") or b.startswith(f"{a}/")
+
+
+def blocked_stages(stages: dict, final: Sequence[str], failed: Sequence[str]) -> list[str]:
+    """The stages of `final` (in dvc.yaml's order, upstream first) that depend on an output of
+    a failed run's arm (its outs, metrics and plots), directly or through an earlier one of
+    them: reproduced now, they would find that output missing, or stale."""
+
+    def outputs(name: str) -> list[str]:
+        stage = stages[name]
+        return [p for key in ("outs", "metrics", "plots") for p in _paths(stage.get(key))]
+
+    missing = [p for run in failed for name in arm_stages(stages, run) for p in outputs(name)]
+    blocked = []
+    for name in final:
+        deps = _paths(stages[name].get("deps"))
+        if any(_overlap(dep, out) for dep in deps for out in missing):
+            blocked.append(name)
+            missing += outputs(name)
+    return blocked
 
 
 def _prepare_tracking(params: dict) -> None:
@@ -327,11 +450,18 @@ def _prepare_tracking(params: dict) -> None:
     prepare_store_or_warn(build(MlflowConfig, params.get("mlflow"), "mlflow").experiment)
 
 
-def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
-    """The three steps above; the status of the first that failed (0 when all succeeded), or
-    128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped them."""
+def run(
+    params: dict,
+    root: Path,
+    jobs: int,
+    extra: Sequence[str] = (),
+    gpu_slots: int = GPU_SLOTS,
+) -> int:
+    """The three steps above: 0 when every stage succeeded; 1 when a run failed, else the status
+    of the `dvc repro` that failed; 128 + the signal's number when SIGINT, SIGTERM or SIGHUP
+    stopped them."""
     with _Children() as children:
-        status = _steps(params, root, jobs, extra, children)
+        status = _steps(params, root, jobs, gpu_slots, extra, children)
     if children.signum is not None and children.signum > 0:
         name = signal.Signals(children.signum).name
         n = children.stopped
@@ -346,7 +476,14 @@ def run(params: dict, root: Path, jobs: int, extra: Sequence[str] = ()) -> int:
     return status
 
 
-def _steps(params: dict, root: Path, jobs: int, extra: Sequence[str], children: _Children) -> int:
+def _steps(
+    params: dict,
+    root: Path,
+    jobs: int,
+    gpu_slots: int,
+    extra: Sequence[str],
+    children: _Children,
+) -> int:
     if jobs <= 1:
         return children.call(_dvc(extra), cwd=root)
     started = time.monotonic()
@@ -354,70 +491,159 @@ def _steps(params: dict, root: Path, jobs: int, extra: Sequence[str], children: 
     if status or children.signum is not None:
         return status or 1
     _prepare_tracking(params)
-    queue = schedule(params, root)
-    runs = list(queue)
     console = _Console()
-    console.say(f"runs, {jobs} at a time, longest first: {', '.join(queue)}")
+    runs = plan(params, root, jobs, gpu_slots, console.say)
+    order = ", ".join(f"{r} ({d})" if d != "cpu" else r for r, d in runs.device.items())
+    console.say(f"runs, {runs.describe()}, longest first: {order}")
+    stages = dvc_stages(root)
+    failed, most = _arms(stages, runs, console, extra, children)
+    if children.signum is not None:
+        return 1
+    final = final_stages(stages, runs.runs)
+    blocked = blocked_stages(stages, final, failed)
+    final = [name for name in final if name not in blocked]
+    if final:
+        status = children.call(_dvc(["--single-item", *extra, *final]), cwd=root)
+    minutes = (time.monotonic() - started) / 60
+    console.say(f"repro finished in {minutes:.1f} min, up to {most} runs side by side")
+    if not failed:
+        return status
+    if blocked:
+        console.say(
+            f"not reproduced by DVC: {', '.join(blocked)}, which depend"
+            f"{'s' * (len(blocked) == 1)} on the failed runs' outputs (`make repro` builds them "
+            "once those runs succeed)"
+        )
+        if "report" in blocked and children.signum is None:
+            # DVC reproduces no stage whose deps are missing; the report is written outside it
+            # (not recorded in dvc.lock, so the next `make repro` writes it again), naming each
+            # run without metrics in its "Missing or incomplete" footer
+            cmd = [sys.executable, str(root / "stages" / "report.py")]
+            if children.call(cmd, cwd=root) == 0:
+                console.say("wrote reports/ outside DVC: its footer names the missing runs")
+    its = "its output" if len(failed) == 1 else "their output"
+    final_failed = "; the final step failed too (its output above)" if status else ""
+    console.say(
+        f"error: failed: {', '.join(failed)} ({its} above, prefixed "
+        f"{', '.join(f'[{r}]' for r in failed)}); every other run finished{final_failed}"
+    )
+    return 1
+
+
+def _arms(
+    stages: dict, runs: Plan, console: _Console, extra: Sequence[str], children: _Children
+) -> tuple[list[str], int]:
+    """Step 2: every run's arm, `runs.jobs` at a time, each worker taking the first run of the
+    queue whose device has a free slot. Returns the failed runs (in the order they failed) and
+    the most runs that ran side by side."""
+    queue = list(runs.runs)
+    busy: dict[str, int] = {}  # device -> its runs running
     failed: list[str] = []
-    take = threading.Lock()
+    most = 0
+    slots = threading.Condition()
+
+    def free(name: str) -> bool:
+        device = runs.device[name]
+        return device == "cpu" or busy.get(device, 0) < runs.gpu_limit(device)
 
     def worker() -> None:
+        nonlocal most
         while True:
-            with take:
-                if not queue or failed or children.signum is not None:
-                    return  # a failed run stops the handing out, as `dvc repro` stops
-                name = queue.pop(0)
+            with slots:
+                while True:
+                    if not queue or children.signum is not None:
+                        return  # an interrupt stops the handing out
+                    name = next((r for r in queue if free(r)), None)
+                    if name is not None:
+                        break
+                    slots.wait(0.2)  # every GPU slot busy: wait for a GPU run to end
+                queue.remove(name)
+                device = runs.device[name]
+                busy[device] = busy.get(device, 0) + 1
+                most = max(most, sum(busy.values()))
             try:
-                code = _run_arm(name, console, extra, children, arm_stages(root, name))
+                code = _run_arm(name, console, extra, children, arm_stages(stages, name))
             except Exception as e:  # a failed worker is a failed run
                 console.say(f"[{name}] error: {type(e).__name__}: {e}")
                 code = 1
-            if code:
-                with take:
+            with slots:
+                busy[device] -= 1
+                if code:
                     failed.append(name)
+                slots.notify_all()
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(jobs)]
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(runs.jobs)]
     for t in threads:
         t.start()
     for t in threads:
         while t.is_alive():
             t.join(0.2)
-    if children.signum is not None:
-        return 1
-    if failed:
-        console.say(f"error: failed: {', '.join(failed)} (its output above, prefixed [RUN])")
-        return 1
-    status = children.call(_dvc(["--single-item", *extra, *final_stages(root, runs)]), cwd=root)
-    minutes = (time.monotonic() - started) / 60
-    console.say(f"repro finished in {minutes:.1f} min with {jobs} runs side by side")
-    return status
+    return failed, most
 
 
-def _jobs(text: str) -> int:
+def _count(text: str, what: str) -> int:
     import argparse
 
     try:
-        jobs = int(text)
+        value = int(text)
     except ValueError:
-        jobs = 0
-    if jobs < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of runs >= 1, got {text!r}")
-    return jobs
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of {what} >= 1, got {text!r}")
+    return value
+
+
+def _jobs(text: str) -> int:
+    return _count(text, "runs")
+
+
+def _gpu_slots(text: str) -> int:
+    return _count(text, "runs per GPU")
 
 
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="nlpzoo repro", description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=_jobs, default=None, help="runs side by side (JOBS, 2)")
-    parser.add_argument("--dry", action="store_true", help="print the order of the runs only")
+    paragraphs = __doc__.split("\n\n")
+    parser = argparse.ArgumentParser(
+        prog="nlpzoo repro",
+        description=paragraphs[0],
+        epilog="\n\n".join(
+            [
+                *(p for p in paragraphs if p.startswith(("Slots.", "A failed"))),
+                "Any other option goes to each `dvc repro` (e.g. --force).",
+            ]
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=None,
+        help="runs side by side, GPU runs included (env JOBS; default: the cores this process "
+        f"may use, {default_jobs()} here; 1: plain `dvc repro`)",
+    )
+    parser.add_argument(
+        "--gpu-slots",
+        type=_gpu_slots,
+        default=None,
+        help=f"runs sharing one GPU (env GPU_SLOTS; default {GPU_SLOTS})",
+    )
+    parser.add_argument(
+        "--dry", action="store_true", help="print the plan (slots, runs in order, devices) only"
+    )
     args, extra = parser.parse_known_args(argv)
-    if args.jobs is None:
-        try:
-            args.jobs = _jobs(os.environ.get("JOBS", "2"))
-        except argparse.ArgumentTypeError as e:
-            print(f"error: JOBS {e}", file=sys.stderr)
-            return 1
+    for name, env, parse in (("jobs", "JOBS", _jobs), ("gpu_slots", "GPU_SLOTS", _gpu_slots)):
+        if getattr(args, name) is None:
+            text = os.environ.get(env, "")
+            try:
+                value = parse(text) if text.strip() else None
+            except argparse.ArgumentTypeError as e:
+                print(f"error: {env} {e}", file=sys.stderr)
+                return 1
+            setattr(args, name, value)
+    jobs = args.jobs or default_jobs()
+    gpu_slots = args.gpu_slots or GPU_SLOTS
     root = (root or Path.cwd()).resolve()
     try:
         params = load_project_params(root / "params.yaml")
@@ -425,8 +651,24 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         print(f"error: {error_line(e, root)}", file=sys.stderr)
         return 1
     if args.dry:
-        for name in schedule(params, root):
-            seconds = recorded_seconds(root, name)
-            print(f"{name}\t{'' if seconds is None else f'{seconds:.0f} s last time'}")
+        return _dry(params, root, jobs, gpu_slots)
+    return run(params, root, jobs, extra, gpu_slots)
+
+
+def _dry(params: dict, root: Path, jobs: int, gpu_slots: int) -> int:
+    """The plan: the slots, then each run (longest first) with its device and last time."""
+    if jobs <= 1:
+        print("jobs: 1 (plain `dvc repro`: one stage at a time)")
         return 0
-    return run(params, root, args.jobs, extra)
+    runs = plan(params, root, jobs, gpu_slots)
+    print(f"jobs: {jobs} runs side by side at most, GPU runs included")
+    gpus = ", ".join(
+        f"{n} {a} GPU{'s' * (n != 1)}: {runs.gpu_limit(a)} GPU runs at once"
+        for a, n in runs.gpus.items()
+    )
+    print(f"gpu slots: {gpu_slots} runs sharing one GPU ({gpus or 'no run on a GPU'})")
+    for name in runs.runs:
+        seconds = recorded_seconds(root, name)
+        last = "" if seconds is None else f"{seconds:.0f} s last time"
+        print(f"{name}\t{runs.device[name]}\t{last}".rstrip())
+    return 0

@@ -54,6 +54,7 @@ DRIVER = (
     "import sys; from pathlib import Path; from nlpzoo import repro; "
     f"repro.schedule = lambda params, root: list({RUNS!r}); "
     "repro._prepare_tracking = lambda params: None; "
+    "repro.run_device = lambda params, root, name: 'cpu'; "
     "sys.exit(repro.run({}, Path.cwd(), 2))"
 )
 

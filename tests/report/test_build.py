@@ -724,6 +724,7 @@ def test_the_cost_table_holds_each_runs_precision_flops_and_share_of_its_precisi
     q = {"cost_formula": "Q", "cost_terms": "-", "cost_per_token": 1_000_000}
     _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **q, train_tokens_per_s=1e3))
     bf16 = {**q, "cost_per_token": 2_000_000, "train_tokens_per_s": 1e3, "precision": "bf16-mixed"}
+    bf16.update(device="cuda", devices=2)
     _write(dirs["metrics"] / "tlm.json", _lm_metrics("transformer_lm", 110.0, **bf16))
     fp32 = {**q, "train_tokens_per_s": 2e3, "precision": "32-true"}
     _write(dirs["metrics"] / "lstm.json", _lm_metrics("rnn_lm", 115.0, **fp32))
@@ -737,7 +738,8 @@ def test_the_cost_table_holds_each_runs_precision_flops_and_share_of_its_precisi
     _roofline(tmp_path / "roofline.json")
     text = _render(dirs, runs, roofline=tmp_path / "roofline.json")
     cost = _rows(text, "## 4. Cost")
-    assert list(cost["run"].replace(" ", "").split("|")[-4:-1]) == [
+    assert list(cost["run"].replace(" ", "").split("|")[-5:-1]) == [
+        "device",
         "precision",
         "trainingGFLOP/s",
         "shareofone-threadpeak",
@@ -745,7 +747,8 @@ def test_the_cost_table_holds_each_runs_precision_flops_and_share_of_its_precisi
     # 6 × 1e6 × 1e3 / 1e9 = 6 GFLOP/s of the fp32 peak 60 (a run that recorded no precision)
     assert cost["nnlm"].endswith("| fp32 | 6.00 | 10% |")
     # 6 × 2e6 × 1e3 / 1e9 = 12 GFLOP/s of the bf16 peak 120, not of the fp32 one
-    assert cost["tlm"].endswith("| bf16-mixed | 12.00 | 10% |")
+    assert cost["tlm"].endswith("| cuda ×2 | bf16-mixed | 12.00 | 10% |")
+    assert cost["nnlm"].endswith("| cpu | fp32 | 6.00 | 10% |")  # no device recorded: the CPU
     assert cost["lstm"].endswith("| fp32 | 12.00 | 20% |")
     assert cost["cbow"].endswith("| fp32 | 6.00 | – |")  # the kernels: no matrix products
     assert cost["ngram"].endswith("| – | – | – |")

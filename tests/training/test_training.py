@@ -12,17 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
 from nlpzoo.data.lm import ContextWindows, collate_batched
 from nlpzoo.data.vocab import EOS
-from nlpzoo.errors import TrainingError
+from nlpzoo.errors import ConfigError, TrainingError
 from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
 from nlpzoo.models.nnlm import NNLM, Config
 from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, make_optimizer, make_trainer
-from nlpzoo.training.trainer import local_checkpoint_io, on_gpu
+from nlpzoo.training.trainer import local_checkpoint_io
 
 V = 17
 N1 = 2  # context size of the tiny models
@@ -359,33 +360,72 @@ def test_make_trainer_passes_the_checkpoint_writer_only_when_it_applies(tmp_path
     assert issubclass(LocalCheckpointIO, TorchCheckpointIO)
 
 
+@pytest.fixture
+def torch_determinism():
+    """torch's global deterministic-algorithms state, put back after the test."""
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
 @pytest.mark.parametrize(
-    "accelerator, cuda, gpu",
-    [
-        ("cpu", True, False),
-        ("cpu", False, False),
-        ("gpu", False, True),
-        ("cuda", False, True),
-        ("auto", True, True),
-        ("auto", False, False),
-    ],
+    "value, enabled, warn_only",
+    [(True, True, False), ("warn", True, True), (False, False, False), ("auto", False, False)],
 )
-def test_deterministic_kernels_exactly_when_on_a_gpu(tmp_path, monkeypatch, accelerator, cuda, gpu):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+def test_deterministic_reaches_the_real_trainer_as_set(
+    tmp_path, monkeypatch, torch_determinism, value, enabled, warn_only
+):
+    # the other state first, so that a value that never reached torch would show
+    torch.use_deterministic_algorithms(not enabled, warn_only=not warn_only)
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
-    assert on_gpu(accelerator) is gpu
+    cfg = trainer_config(accelerator="cpu", deterministic=value)
+    trainer = make_trainer(cfg, "t", tmp_path / "c.csv", tmp_path, None, seed=0)
+    assert isinstance(trainer, pl.Trainer)
+    assert torch.are_deterministic_algorithms_enabled() is enabled
+    if enabled:
+        assert torch.is_deterministic_algorithms_warn_only_enabled() is warn_only
+    # Lightning's own workspace setting, exactly when deterministic kernels are on
+    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == (":4096:8" if enabled else None)
+
+
+def test_a_cublas_workspace_already_set_is_kept(tmp_path, monkeypatch, torch_determinism):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    cfg = trainer_config(accelerator="cpu", deterministic=True)
+    make_trainer(cfg, "t", tmp_path / "c.csv", tmp_path, None, seed=0)
+    assert torch.are_deterministic_algorithms_enabled()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+
+@pytest.mark.parametrize(
+    "accelerator, cuda, expected",
+    [("cpu", True, False), ("gpu", False, "warn"), ("auto", True, "warn"), ("auto", False, False)],
+)
+def test_deterministic_auto_is_warn_on_a_gpu_and_false_on_the_cpu(
+    tmp_path, monkeypatch, accelerator, cuda, expected
+):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     seen = {}
     monkeypatch.setattr(
         "nlpzoo.training.trainer.pl.Trainer", lambda **kw: seen.update(kw) or "trainer"
     )
-    cfg = trainer_config(accelerator=accelerator)
-    make_trainer(cfg, "t", tmp_path / "c.csv", tmp_path, None, seed=0)
-    assert seen["deterministic"] is gpu  # the CPU keeps params' False
-    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == (":4096:8" if gpu else None)
+    make_trainer(trainer_config(accelerator=accelerator), "t", tmp_path / "c", tmp_path, None, 0)
+    assert seen["deterministic"] == expected and type(seen["deterministic"]) is type(expected)
 
 
-def test_a_cublas_workspace_already_set_is_kept(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
-    monkeypatch.setattr("nlpzoo.training.trainer.pl.Trainer", lambda **kw: kw)
-    kw = make_trainer(trainer_config(accelerator="gpu"), "t", tmp_path / "c", tmp_path, None, 0)
-    assert kw["deterministic"] is True and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+@pytest.mark.parametrize("value", [True, False, "warn"])
+def test_an_explicit_deterministic_is_kept_on_a_gpu(tmp_path, monkeypatch, value):
+    seen = {}
+    monkeypatch.setattr(
+        "nlpzoo.training.trainer.pl.Trainer", lambda **kw: seen.update(kw) or "trainer"
+    )
+    cfg = trainer_config(accelerator="gpu", deterministic=value)
+    make_trainer(cfg, "t", tmp_path / "c", tmp_path, None, 0)
+    assert seen["deterministic"] is value
+
+
+def test_deterministic_refuses_what_lightning_does_not_take():
+    with pytest.raises(ConfigError, match=r"deterministic.*true, false, warn or auto"):
+        trainer_config(deterministic="sometimes")

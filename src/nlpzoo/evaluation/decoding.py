@@ -221,13 +221,16 @@ def translate_batches(
     beam_size: int,
     alpha: float,
     max_len_ratio: float,
-    device: torch.device | str = "cpu",
+    device: torch.device | str | None = None,
     drop_finished: bool = True,
 ) -> list[list[int]]:
     """Best translation (ids) of every source (list of id arrays), in input order. Sentences are
-    decoded in batches of similar length; beam_size 1 uses greedy search."""
+    decoded in batches of similar length, on `device` (None: the model's); beam_size 1 uses
+    greedy search."""
     from nlpzoo.data.mt import pad
 
+    if device is None:
+        device = next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
     for start in range(0, len(order), batch_size):

@@ -36,14 +36,29 @@ class GloveConfig:
     # NCCL (GPUs), which all-reduces dense gradients only. The updates are the same either way
     sparse_grad: bool = True
     # numba: the compiled per-entry kernel (nlpzoo.models.glove_kernel: the tool's AdaGrad one
-    # non-zero at a time, on the CPU; batch_size unused); a run of several processes (DDP) takes
-    # the torch path whatever this says
-    # torch: mini-batches of batch_size entries and SparseAdagrad (the path for DDP and GPUs)
+    # non-zero at a time; batch_size unused), on the CPU whatever trainer.accelerator says
+    # (nlpzoo.placement); a run of several CPU processes (DDP) takes the torch path whatever
+    # this says
+    # torch: mini-batches of batch_size entries and SparseAdagrad (the path for GPUs)
     backend: str = "numba"
     # Hogwild threads of the numba kernel (lock-free, as the tool's threads); 1 visits the
     # entries in the epoch's order, so a run is deterministic; more are faster but not
     # bit-reproducible
     threads: int = 1
+
+    def kernel_device(self) -> str | None:
+        """The device the kernel needs (nlpzoo.placement): the numba kernel's is the CPU."""
+        return "cpu" if self.backend == "numba" else None
+
+    def sparse_gradients(self) -> tuple[str, str] | None:
+        """Why its gradients are sparse, and what to do under DDP on GPUs."""
+        if not self.sparse_grad:
+            return None
+        return (
+            "sparse_grad: true gives sparse gradients",
+            "set sparse_grad: false (dense gradients, the same updates) or train it on one GPU "
+            "(trainer: {devices: 1})",
+        )
 
     def __post_init__(self) -> None:
         require(self.dim >= 1, "dim", f"must be >= 1, got {self.dim}")

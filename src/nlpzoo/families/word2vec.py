@@ -32,13 +32,28 @@ class Word2VecConfig:
     # 4 draws from twice that range, 1.0); the output vectors start at zero either way
     init_scale: float = 0.5
     batch_size: int | None = None  # centre words per step; null: BATCH_SIZES[model, objective]
-    # numba: the compiled per-pair kernel (word2vec.c's SGD on the CPU; batch_size unused); a
-    # run of several processes (DDP) takes the torch path whatever this says
-    # torch: batched PyTorch steps of batch_size centres (the path for DDP and GPUs)
+    # numba: the compiled per-pair kernel (word2vec.c's SGD; batch_size unused), on the CPU
+    # whatever trainer.accelerator says (nlpzoo.placement); a run of several CPU processes
+    # (DDP) takes the torch path whatever this says
+    # torch: batched PyTorch steps of batch_size centres (the path for GPUs)
     backend: str = "numba"
     # Hogwild threads of the numba kernel (lock-free, as word2vec.c's); 1 trains the stream in
     # order, so a run is deterministic; more are faster but not bit-reproducible
     threads: int = 1
+
+    def kernel_device(self) -> str | None:
+        """The device the kernel needs (nlpzoo.placement): the numba kernel's is the CPU."""
+        return "cpu" if self.backend == "numba" else None
+
+    def sparse_gradients(self) -> tuple[str, str] | None:
+        """Why its gradients are sparse, and what to do under DDP on GPUs: the torch path's
+        embedding gradients are always sparse (the numba path trains in one CPU process)."""
+        if self.backend != "torch":
+            return None
+        return (
+            "word2vec's torch path has sparse embedding gradients",
+            "train it on one GPU (trainer: {devices: 1})",
+        )
 
     def __post_init__(self) -> None:
         require(

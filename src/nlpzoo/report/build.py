@@ -517,6 +517,9 @@ def _cost(ctx: _Context) -> list[Block]:
             "multiply-add each implementation achieves on this machine."
         ),
         Para(
+            "Device is where each run trained (metrics `device`: a run whose kernel runs "
+            "only on the CPU, n-gram, SVD and the numba word vectors, trains there whatever "
+            "the accelerator). "
             "Precision is the one each neural run trained in (metrics `precision`, "
             "`trainer.precision` as resolved: `auto` is bf16-mixed where the machine has native "
             "bf16, fp32 otherwise; fp32 for a run that recorded none). Training GFLOP/s = "

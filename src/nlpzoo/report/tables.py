@@ -257,6 +257,14 @@ def precision_of(m: dict[str, Any]) -> str:
     return str(value)
 
 
+def device_of(m: dict[str, Any]) -> str:
+    """Where a run trained, as its metrics record it (`device`, nlpzoo.placement: cpu, cuda or
+    mps, with the number of devices when several); cpu for a run that recorded none."""
+    device = str(m.get("device") or "cpu")
+    devices = m.get("devices")
+    return f"{device} ×{devices}" if isinstance(devices, int) and devices > 1 else device
+
+
 def peak_kind(precision: str) -> str:
     """The peak a run of `precision` is held against: bf16's for the bf16 precisions
     (bf16-mixed multiplies in bf16), fp32's otherwise."""
@@ -329,6 +337,7 @@ def cost_table(runs: list[Run], roofline: Roofline | None = None) -> pd.DataFram
                 "Q (multiply-adds per token)": f"{q:,.0f}{per}" if q else DASH,
                 "measured µs per training token": f"{seconds * 1e6:,.3g}" if seconds else DASH,
                 "ns per multiply-add": f"{seconds / q * 1e9:.3f}" if seconds and q else DASH,
+                "device": device_of(m),
                 "precision": precision,
                 "training GFLOP/s": f"{gflops:,.2f}" if gflops else DASH,
                 "share of one-thread peak": (

@@ -160,8 +160,10 @@ def task_of(family: Family) -> Task:
     return module.TASK(family)
 
 
-def load_model(run_dir: Path) -> Any:
-    """The trained model of the run in `run_dir` (models/RUN/), any family, in eval mode."""
+def load_model(run_dir: Path, device: str = "cpu") -> Any:
+    """The trained model of the run in `run_dir` (models/RUN/), any family, in eval mode: a
+    neural one on `device` (a torch device: "cpu", "cuda", "cuda:1", "mps"); a count or
+    closed-form one (numpy) ignores it."""
     run_dir = Path(run_dir)
     path = run_dir / "config.json"
     if not path.is_file():
@@ -175,8 +177,9 @@ def load_model(run_dir: Path) -> Any:
         return family.model_class().load(run_dir / "model.npz")
     import torch
 
-    blob = torch.load(run_dir / "model.pt", map_location="cpu", weights_only=True)
+    blob = torch.load(run_dir / "model.pt", map_location=device, weights_only=True)
     config = family.config(**blob["config"])
     model = family.model_class()(config, blob["vocab_size"], counts=blob.get("counts"))
+    model.to(device)  # its buffers too, those the state dict does not hold
     model.load_state_dict(blob["state_dict"])
     return model.eval()

@@ -161,10 +161,12 @@ def _bleu(hyps: list[str], refs: list[str], lang: str) -> dict:
 def perplexity(model, split: ParallelSplit, batch_size: int = BATCH_SIZE) -> float:
     """exp(mean NLL per reference piece, `</s>` included), teacher forced, no smoothing."""
     order = sorted(range(len(split)), key=lambda i: len(split.src[i]))
+    device = next(model.parameters()).device
     total, count = 0.0, 0
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        src, tgt_in, labels = collate([(split.src[i], split.tgt[i]) for i in chunk])
+        batch = collate([(split.src[i], split.tgt[i]) for i in chunk])
+        src, tgt_in, labels = (t.to(device) for t in batch)
         logits, _ = model(src, tgt_in)
         total += float(
             F.cross_entropy(
@@ -194,13 +196,14 @@ def _attention_maps(model, codec: Codec, split: ParallelSplit, beam_ids: list[li
     pieces (each row is the step that emits it); columns: source pieces."""
     from nlpzoo.data.vocab import EOS
 
+    device = next(model.parameters()).device
     out = []
     for i in ATTENTION_SENTENCES:
         if i >= len(split):
             break
         ids = list(beam_ids[i])
         src, tgt_in, _ = collate([(split.src[i], np.asarray(ids, dtype=np.int64))])  # (1, S)
-        weights = model.cross_attention(src, tgt_in)[0]  # (T, S)
+        weights = model.cross_attention(src.to(device), tgt_in.to(device))[0].cpu()  # (T, S)
         out.append(
             {
                 "index": i,

@@ -104,7 +104,7 @@ def score_vectors(run: Run, model: Any, metrics: dict) -> dict[str, Callable[[Pa
         if not (raw / name).is_file():
             raise DataError(f"evaluation set not found: {raw / name} (run `dvc repro corpus@eval`)")
     words = Vocab.load(run.data_dir / "vocab.txt").words
-    vectors = np.asarray(model.embeddings(), dtype=np.float32)
+    vectors = np.asarray(as_array(model.embeddings()), dtype=np.float32)  # on the CPU
     analogy = evaluate_analogies(
         words, vectors, raw / "questions-words.txt", restrict_vocab=ev.restrict_vocab
     )

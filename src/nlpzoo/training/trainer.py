@@ -14,6 +14,7 @@ import pytorch_lightning as pl
 import torch
 
 from nlpzoo.params import LIGHTNING_KEYS, TrainerConfig
+from nlpzoo.placement import resolve_deterministic
 from nlpzoo.training.callbacks import CurveWriter, NonFiniteLoss, Progress
 from nlpzoo.training.checkpoint_io import LocalCheckpointIO
 from nlpzoo.training.resume import ResumeCheckpoint
@@ -134,9 +135,9 @@ def make_trainer(
     """A Trainer from the `trainer:` section; DDP settings reach Lightning unchanged.
 
     `validate=False` for families without a held-out objective (word vectors): no early
-    stopping, and the last weights are the result. On a GPU the kernels are deterministic
-    (`deterministic=True`, cuBLAS's workspace fixed): a rerun gives the same numbers. On a CPU
-    nothing changes.
+    stopping, and the last weights are the result. `deterministic` reaches Lightning as set;
+    `auto` is `warn` on an accelerator (torch's deterministic kernels, a warning where an op
+    has none) and false on the CPU.
     """
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
@@ -164,13 +165,17 @@ def make_trainer(
             EarlyStopping(monitor="val/ppl", mode="min", patience=cfg.early_stopping_patience)
         )
     kwargs = {k: v for k, v in asdict(cfg).items() if k in LIGHTNING_KEYS}
-    kwargs["precision"] = resolve_precision(cfg)  # `auto` is nlpzoo's, not Lightning's
-    if on_gpu(cfg.accelerator):
-        if not kwargs.get("deterministic"):  # "warn" from params stays
-            kwargs["deterministic"] = True
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+    # `auto` is nlpzoo's, not Lightning's (nlpzoo.placement resolves it once per run)
+    kwargs["precision"] = resolve_precision(cfg)
+    kwargs["deterministic"] = resolve_deterministic(
+        cfg.deterministic, "cpu" if on_cpu(cfg.accelerator) else "accelerator"
+    )
     plugins = [LocalCheckpointIO()] if local_checkpoint_io(cfg.strategy, cfg.accelerator) else []
-    return pl.Trainer(
+    # Lightning sets CUBLAS_WORKSPACE_CONFIG=:4096:8 whenever `deterministic` is true or warn,
+    # over any value of the user's; a value set before (e.g. :16:8) is put back, cuBLAS not
+    # having started yet
+    cublas = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    trainer = pl.Trainer(
         **kwargs,
         callbacks=callbacks,
         logger=False,  # MLflow is driven by nlpzoo.tracking; Lightning's loggers stay off
@@ -180,3 +185,6 @@ def make_trainer(
         default_root_dir=str(ckpt_dir),
         plugins=plugins or None,
     )
+    if cublas is not None:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = cublas
+    return trainer
