@@ -13,7 +13,6 @@ the CPU, and gives its outputs there."""
 from __future__ import annotations
 
 import json
-import sys
 import types
 from pathlib import Path
 
@@ -245,7 +244,7 @@ def test_the_evaluate_stage_loads_a_neural_run_on_its_placements_device(
         asked.append(run.name)
         return Placement()
 
-    monkeypatch.setitem(sys.modules, "nlpzoo.placement", types.SimpleNamespace(place=place))
+    monkeypatch.setattr(lifecycle, "place", place)
     loaded: list[tuple[str, str]] = []
 
     def load(run_dir: Path, device: str = "cpu"):
