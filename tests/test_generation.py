@@ -112,3 +112,52 @@ def test_only_a_language_model_generates_and_bad_settings_are_refused():
         generate(family, model, [5], 0)
     with pytest.raises(DataError, match="temperature"):
         generate(family, model, [5], 3, temperature=-1)
+
+
+def test_a_long_prompt_is_fed_to_a_recurrent_model_in_chunks_with_the_same_result(monkeypatch):
+    """A prompt of 700 tokens, read PROMPT_CHUNK tokens at a time with the state carried, gives
+    the distribution and the samples of reading it at once, and no call sees more than a chunk:
+    the (1, T, V) tensor of a whole long prompt is never made."""
+    import nlpzoo.generation as generation
+
+    family, model = _model("lstm_lm")
+    prompt = list(np.random.default_rng(1).integers(4, V, 700))
+    seen = []
+    feed = model.log_prob_all
+
+    def spy(inputs, state=None):
+        seen.append(inputs.shape[1])
+        return feed(inputs, state)
+
+    monkeypatch.setattr(model, "log_prob_all", spy)
+    chunked = decoder(family, model).start(prompt)
+    samples = generate(family, model, prompt, 5, seed=2)
+    assert max(seen) == generation.PROMPT_CHUNK and len(seen) == 3 + 3 + 4  # 701 = 3 chunks
+    monkeypatch.setattr(generation, "PROMPT_CHUNK", 10_000)
+    seen.clear()
+    whole = decoder(family, model).start(prompt)
+    assert seen == [701]
+    np.testing.assert_allclose(chunked, whole, atol=1e-5)
+    again = generate(family, model, prompt, 5, seed=2)
+    assert [s.ids for s in again] == [s.ids for s in samples]
+    np.testing.assert_allclose(again[0].log_probs, samples[0].log_probs, atol=1e-5)
+    # and the scoring of the same text gives the same next-token distribution
+    stream = np.asarray([*prompt, samples[0].ids[0]])
+    scored = task_of(family).log_probs(model, stream, model.config)
+    assert scored[-1] == pytest.approx(samples[0].log_probs[0], abs=1e-4)
+
+
+@pytest.mark.parametrize("run", sorted(SIZES))
+def test_generation_stops_when_its_check_raises(run):
+    family, model = _model(run)
+    calls = []
+
+    def check():
+        calls.append(1)
+        if len(calls) > 4:
+            raise TimeoutError("past the deadline")
+
+    with pytest.raises(TimeoutError):
+        generate(family, model, [7, 9], 50, check=check)
+    assert len(calls) == 5  # before the prompt, then before each of the first four steps
+    assert len(generate(family, model, [7, 9], 3, check=lambda: None)[0].ids) == 3

@@ -12,7 +12,10 @@ read from its registry record (`nlpzoo.families.Family`) through its row in `nlp
     counts    n-gram        p_KN(· | the last order−1 words of the current sentence): a sentence
                             starts after `</s>`, its context padded with `<s>`
     window    NNLM          p(· | the last n−1 tokens), `</s>`-padded before the text
-    stateful  RNN, LSTM     the recurrent state carried from token to token (`log_prob_all`)
+    stateful  RNN, LSTM     the recurrent state carried from token to token (`log_prob_all`);
+                            a prompt is fed `PROMPT_CHUNK` tokens at a time, the state carried
+                            from chunk to chunk (as the scoring's `recurrent_log_probs` does),
+                            so a long prompt never holds a (1, T, V) tensor of T > the chunk
     stream    Transformer   p(· | the tokens of the current window), with a key/value cache
                             (`decode`): each new token costs one position, not the prefix. The
                             window holds at most block_size tokens (the prompt's last
@@ -25,14 +28,16 @@ Sampling: the log-probabilities are divided by the temperature (0: the most prob
 taken), cut to the `top_k` most probable words (0: none cut) and never give `<s>` or `<pad>`;
 `<unk>` and `</s>` are words like the others. One numpy Generator seeded with `seed` draws every
 sample in turn, so the same seed gives the same text on any machine (up to float rounding of the
-model), and sample i is the same whatever the number of samples asked.
+model), and sample i is the same whatever the number of samples asked. A caller with a time
+budget passes `check`, called before the prompt is read and before each new token: it raises
+to stop (`nlpzoo.use.limits.Deadline`).
 """
 
 from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +48,7 @@ from nlpzoo.errors import DataError
 from nlpzoo.families import Family
 
 NEVER = (BOS, PAD)  # ids never generated: they are not tokens of any text
+PROMPT_CHUNK = 256  # tokens of a prompt a recurrent model reads at once (the scoring's chunk)
 
 
 # --------------------------------------------------------------------------- tokenisation
@@ -149,7 +155,8 @@ class WindowDecoder(_Neural):
 
 
 class RecurrentDecoder(_Neural):
-    """RNN, LSTM: the state after `</s>` + the prompt, then one token at a time."""
+    """RNN, LSTM: the state after `</s>` + the prompt, read `PROMPT_CHUNK` tokens at a time,
+    then one token at a time."""
 
     def _feed(self, ids: list[int]) -> np.ndarray:
         with self.torch.inference_mode():
@@ -158,7 +165,10 @@ class RecurrentDecoder(_Neural):
 
     def start(self, ids: list[int]) -> np.ndarray:
         self.state = None  # zeros, as the scoring starts
-        return self._feed([EOS, *ids])
+        text = [EOS, *ids]
+        for at in range(0, len(text), PROMPT_CHUNK):
+            lp = self._feed(text[at : at + PROMPT_CHUNK])
+        return lp
 
     def step(self, token: int) -> np.ndarray:
         return self._feed([token])
@@ -253,9 +263,11 @@ def generate(
     seed: int = 0,
     samples: int = 1,
     cache: bool = True,
+    check: Callable[[], None] | None = None,
 ) -> list[Sample]:
     """`samples` continuations of `prompt` (ids), `tokens` new tokens each; `log_probs` are the
-    model's own (temperature 1, nothing cut), as the evaluation would score those tokens."""
+    model's own (temperature 1, nothing cut), as the evaluation would score those tokens.
+    `check`, when given, is called before each sample's prompt and each new token."""
     if tokens < 1:
         raise DataError(f"tokens must be >= 1, got {tokens}")
     if temperature < 0 or top_k < 0:
@@ -265,6 +277,8 @@ def generate(
     out = []
     for _ in range(samples):
         t0 = time.perf_counter()
+        if check is not None:
+            check()
         lp = dec.start(list(prompt))
         s = Sample([])
         for i in range(tokens):
@@ -274,6 +288,8 @@ def generate(
             if i == 0:
                 s.first_token_seconds = time.perf_counter() - t0
             if i + 1 < tokens:
+                if check is not None:
+                    check()
                 lp = dec.step(token)
         s.seconds = time.perf_counter() - t0
         out.append(s)
@@ -292,11 +308,13 @@ def samples_record(
     seed: int = 0,
     samples: int = 1,
     timing: bool = False,
+    check: Callable[[], None] | None = None,
 ) -> dict:
     """What `generate --json` prints and eval/RUN/samples.json holds: the prompt as read (its
     tokens, `<unk>` included, and the words read as `<unk>`), the settings, and per sample its
     text and the model's log-probability of it; with `timing`, the time to the first token and
-    the tokens per second (left out of eval/, whose files depend on the params only)."""
+    the tokens per second (left out of eval/, whose files depend on the params only). `check`
+    goes to `generate`."""
     ids, unknown = tokenize(prompt, vocab)
     found = generate(
         family,
@@ -307,6 +325,7 @@ def samples_record(
         top_k=top_k,
         seed=seed,
         samples=samples,
+        check=check,
     )
     record = {
         "prompt": prompt,

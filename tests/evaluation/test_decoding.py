@@ -169,3 +169,31 @@ def test_equal_scores_keep_their_order_whatever_else_is_in_the_batch(beam_size):
         assert hyps.tokens[1] == alone.tokens[0]
         assert torch.equal(hyps.scores[1], alone.scores[0])
     assert alone.scores[0, 0] == alone.scores[0, 1]  # a tie indeed
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_a_check_that_raises_stops_the_decoding_between_two_steps(search):
+    """`check` is called before the encoder and before every step; when it raises, no step
+    follows. A check that never raises changes nothing."""
+    src = torch.tensor([[9, 9, 9, 9], [9, 9, PAD, PAD]])
+    calls = []
+
+    def check():
+        calls.append(len(model.rows))
+        if len(calls) == 4:
+            raise TimeoutError("past the deadline")
+
+    def run(**kw):
+        if search == "greedy":
+            return greedy(model, src, **kw)
+        return beam_search(model, src, beam_size=2, alpha=0.6, **kw)
+
+    model = Countdown()
+    with pytest.raises(TimeoutError):
+        run(check=check)
+    assert calls == [0, 0, 1, 2] and len(model.rows) == 2  # the encoder, then steps 1 and 2
+    model = Countdown()
+    quiet = run(check=lambda: None)
+    model = Countdown()
+    plain = run()
+    assert quiet.tokens == plain.tokens and torch.equal(quiet.scores, plain.scores)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -148,15 +149,20 @@ def test_the_model_loads_the_runs_files_when_it_is_loaded(project):
     [
         ([""], {}, "input 0 is an empty string"),
         ([3], {}, "not a string"),
-        (["a"] * 1001, {}, "at most 1,000 lines"),
+        (["a"] * 65, {}, "lines per request: at most 64 (NLPZOO_MAX_INPUTS), got 65"),
         (["the cat"], {"mode": "sing"}, "unknown mode 'sing'"),
         (["the cat"], {"tokens": 0}, "param 'tokens' is at least 1"),
+        (["the cat"], {"tokens": "many"}, "param 'tokens' is a whole number, got 'many'"),
+        (["the cat"], {"tokens": 2.0}, "param 'tokens' is a whole number, got 2.0"),
+        (["the cat"], {"seed": -1}, "param 'seed' is at least 0, got -1"),
+        (["the cat"], {"tokenz": 3}, "unknown param 'tokenz'; did you mean 'tokens'?"),
+        (["the cat"], {"tokens": 1001}, "param 'tokens': at most 1,000 (NLPZOO_MAX_TOKENS)"),
     ],
 )
 def test_bad_requests_are_one_clear_error(project, inputs, params, message):
     model = _load(project, "lstm_lm")
     # the model's own copy of nlpzoo.serving.BadRequest (models from code): an MlflowException
-    with pytest.raises(MlflowException, match=message) as caught:
+    with pytest.raises(MlflowException, match=re.escape(message)) as caught:
         model.predict(inputs, params)
     assert type(caught.value).__name__ == "BadRequest"
     assert caught.value.error_code == "INVALID_PARAMETER_VALUE"
@@ -239,6 +245,137 @@ def test_the_model_loads_and_answers_without_the_project(project, tmp_path):
     shutil.rmtree(local)
 
 
+def _versions(client: MlflowClient, run: str) -> dict[int, dict[str, str]]:
+    found = client.search_model_versions(f"name='{registry.model_name(run)}'")
+    return {int(v.version): v.tags for v in found}
+
+
+def _champion_ppl(client: MlflowClient, run: str) -> float:
+    version = client.get_model_version_by_alias(registry.model_name(run), "champion")
+    return float(version.tags[registry.METRIC_TAG + "test_ppl"])
+
+
+@pytest.mark.parametrize(
+    "method, done",
+    [
+        ("create_model_version", True),  # the version is made and the answer lost
+        ("set_logged_model_tags", False),
+        ("set_registered_model_alias", False),
+        ("get_registered_model", False),
+    ],
+)
+def test_a_store_hiccup_mid_registration_retries_it_whole(project, monkeypatch, method, done):
+    """A "database is locked" on any call after the version is made: the registration is
+    tried again as a whole, and ends with one new version, tagged, the champion alias moved
+    to it, and `registered: true`."""
+    client = MlflowClient(tracking_uri=_uri(project))
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    metrics_path = project / "metrics" / "ngram.json"
+    saved = metrics_path.read_text()
+    ppl = _champion_ppl(client, "ngram") / 2  # better than the champion: the alias moves
+    before = _versions(client, "ngram")
+    real = getattr(MlflowClient, method)
+    failed = []
+
+    def flaky(self, *args, **kwargs):
+        if not failed and (method != "get_registered_model" or args[0].startswith("nlpzoo-")):
+            failed.append(method)
+            if done:
+                real(self, *args, **kwargs)
+            raise MlflowException("(sqlite3.OperationalError) database is locked")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, method, flaky)
+    try:
+        metrics_path.write_text(json.dumps({**json.loads(saved), "test_ppl": ppl}))
+        record = registry.register(params, "ngram", project)
+    finally:
+        metrics_path.write_text(saved)
+    assert failed == [method]
+    after = _versions(client, "ngram")
+    assert sorted(set(after) - set(before)) == [record["version"]]
+    tags = after[record["version"]]
+    assert tags[registry.METRIC_TAG + "test_ppl"] == str(ppl) and tags["nlpzoo.run"] == "ngram"
+    assert record["registered"] is True and record["champion"] == record["version"]
+    written = json.loads((project / "registry" / "ngram.json").read_text())
+    assert written["registered"] is True and written["version"] == record["version"]
+    version = client.get_model_version_by_alias(registry.model_name("ngram"), "champion")
+    assert int(version.version) == record["version"]
+    linked = json.loads(
+        client.get_logged_model(version.source[len("models:/") :]).tags["mlflow.modelVersions"]
+    )
+    assert linked.count({"name": "nlpzoo-ngram", "version": record["version"]}) == 1
+
+
+def test_registering_again_with_nothing_changed_is_the_same_version(project):
+    client = MlflowClient(tracking_uri=_uri(project))
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    first = registry.register(params, "ngram", project)
+    versions = _versions(client, "ngram")
+    again = registry.register(params, "ngram", project)
+    assert again["version"] == first["version"] and again["champion"] == first["champion"]
+    assert _versions(client, "ngram") == versions
+
+
+def test_two_registrations_at_once_leave_the_champion_on_the_better(project, monkeypatch):
+    """Two registrations of one run racing (`dvc queue start -j 2`): the worse one has chosen
+    its champion (itself) and sets the alias only after the better one has registered and set
+    it; the alias ends on the better version."""
+    import threading
+
+    from nlpzoo.tasks import Run
+
+    client = MlflowClient(tracking_uri=_uri(project))
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    run = Run.of(params, "ngram", project)
+    metrics = json.loads((project / "metrics" / "ngram.json").read_text())
+    ppl = _champion_ppl(client, "ngram")
+    real = MlflowClient.set_registered_model_alias
+    chosen, better_set = threading.Event(), threading.Event()
+
+    def slow(self, name, alias, version):
+        who = threading.current_thread().name
+        if who == "worse" and not chosen.is_set():
+            chosen.set()
+            # unguarded, the better one sets the alias now, and this one after it; under a
+            # lock, the better one waits for this one instead
+            better_set.wait(timeout=3)
+        result = real(self, name, alias, version)
+        if who == "better":
+            better_set.set()
+        return result
+
+    monkeypatch.setattr(MlflowClient, "set_registered_model_alias", slow)
+    results: dict[str, dict] = {}
+    errors: list[BaseException] = []
+
+    def publish(key: str, value: float, wait: bool) -> None:
+        try:
+            if wait:
+                chosen.wait(timeout=60)
+            results[key] = registry._publish(
+                run, {**metrics, "test_ppl": value}, "test_ppl", False, params, True
+            )
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [
+        threading.Thread(target=publish, name="worse", args=("worse", ppl / 2, False)),
+        threading.Thread(target=publish, name="better", args=("better", ppl / 4, True)),
+    ]
+    with _process_tracking_uri(_uri(project)):  # the threads restore this process's URI
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    assert not errors, errors
+    assert chosen.is_set()
+    better = results["better"]["version"]
+    assert results["worse"]["version"] != better
+    version = client.get_model_version_by_alias(registry.model_name("ngram"), "champion")
+    assert int(version.version) == better and results["better"]["champion"] == better
+
+
 @pytest.fixture(scope="module")
 def mt_project(tmp_path_factory):
     """A toy translation project whose `transformer` run is trained, evaluated and registered
@@ -274,6 +411,41 @@ def test_a_translation_run_serves_the_translate_commands_answers(mt_project, mon
     too_long = " ".join(["hund"] * 400)
     with pytest.raises(MlflowException, match="cannot translate this input"):
         model.predict([too_long])
+
+
+def test_a_served_model_imports_only_what_its_requirements_install(project, mt_project):
+    """Each task's champion loaded in a fresh Python and asked every mode: each third-party
+    module its code imports is installed by the model's own requirements.txt, which is what
+    `mlflow models serve` installs in a fresh environment (its default env manager)."""
+    from test_requirements import imported_by_package, uncovered
+
+    lm, mt = _uri(project), _uri(mt_project)
+    cases = [
+        (lm, "ngram", ["the cat"], {"tokens": 3, "seed": 1}),
+        (lm, "lstm_lm", ["the cat"], {"tokens": 3, "seed": 1}),
+        (lm, "lstm_lm", ["the cat sees a ball ."], {"mode": "score"}),
+        (lm, "lstm_lm", ["cat"], {"mode": "neighbours", "k": 2}),
+        (lm, "svd", ["cat"], {"k": 2}),
+        (lm, "svd", ["cat dog ball"], {"mode": "analogy", "k": 2}),
+        (mt, "transformer", ["der hund katze haus"], {"beam_size": 2}),
+    ]
+    script = (
+        "import mlflow, mlflow.pyfunc\n"
+        "for uri, run, inputs, params in json.loads(sys.argv[1]):\n"
+        "    mlflow.set_tracking_uri(uri)\n"
+        "    model = mlflow.pyfunc.load_model(f'models:/nlpzoo-{run}@champion')\n"
+        "    assert model.predict(inputs, params=params)\n"
+    )
+    modules = imported_by_package(script, json.dumps(cases))
+    assert {"torch", "pytorch_lightning", "sentencepiece", "mlflow"} <= set(modules)
+    for root, run in [(project, "lstm_lm"), (project, "svd"), (mt_project, "transformer")]:
+        with _process_tracking_uri(_uri(root)):
+            path = mlflow.pyfunc.get_model_dependencies(
+                f"models:/{registry.model_name(run)}@champion"
+            )
+        logged = Path(path).read_text().splitlines()
+        assert set(registry.requirements()) <= set(logged), logged
+        assert uncovered(modules, logged) == {}, run
 
 
 # ------------------------------------------------------------------ mlflow models serve
@@ -344,9 +516,16 @@ def _answer(url: str, inputs, params: dict | None = None):
     return response.json()["predictions"]
 
 
-def _refused(url: str, inputs, params: dict | None, message: str) -> None:
-    """A bad request: HTTP 400 and one line naming what is wrong, nothing else."""
-    response = _ask(url, inputs, params)
+def _refused(url: str, inputs, params: dict | None, message: str, body: bytes = b"") -> None:
+    """A bad request (`body`, when given, sent as it is): HTTP 400 and one line naming what is
+    wrong, nothing else."""
+    if body:
+        response = requests.post(
+            f"{url}/invocations", data=body, timeout=30,
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+    else:
+        response = _ask(url, inputs, params)
     assert response.status_code == 400, response.text[:2000]
     body = response.json()
     assert body["error_code"] == "INVALID_PARAMETER_VALUE" and set(body) == {
@@ -402,16 +581,22 @@ def test_mlflow_models_serve_answers_as_the_commands(project, mt_project, tmp_pa
         lm, vectors, mt = url["lstm_lm"], url["svd"], url["transformer"]
         _refused(lm, [3], None, "input 0 is int, not a string")
         _refused(lm, ["the cat", None], None, "input 1 is NoneType, not a string")
+        _refused(lm, ["the cat", 3], None, "input 1 is int, not a string")  # not read as "3"
         _refused(lm, {"text": "the cat"}, None, "the input is a list of strings, got dict")
         _refused(lm, [["the", "cat"]], None, "input 0 is list, not a string")
         _refused(lm, ["the cat", "  "], None, "input 1 is an empty string")
-        _refused(lm, ["the cat"] * 10_000, None, "at most 1,000 lines per request, got 10,000")
+        _refused(lm, ["the cat"] * 10_000, None, "lines per request: at most 64 (NLPZOO_MAX_")
         _refused(lm, ["the cat"], {"tokens": 0}, "param 'tokens' is at least 1")
-        _refused(lm, ["the cat"] * 10, {"tokens": 50_000}, "at most 100,000 generated tokens")
+        _refused(lm, ["the cat"] * 10, {"tokens": 500}, "tokens per request (prompts × tokens)")
         _refused(lm, ["the cat"], {"mode": "sing"}, "unknown mode 'sing'")
+        _refused(lm, ["the cat"], {"tokens": "many"}, "param 'tokens' is a whole number")
+        _refused(lm, ["the cat"], {"seed": -1}, "param 'seed' is at least 0, got -1")
+        _refused(lm, ["the cat"], {"tokenz": 3}, "unknown param 'tokenz'; did you mean 'tokens'?")
+        _refused(lm, None, None, "the request body is not JSON", b'{"inputs": ["the cat"')
         _refused(vectors, ["zyzzyva"], None, "word 'zyzzyva' is not in the vocabulary of run 'svd'")
         _refused(mt, [" ".join(["hund"] * 400)], None, "cannot translate this input")
-        _refused(mt, ["der hund"], {"beam_size": 1000}, "param 'beam_size' is at most 100")
+        _refused(mt, ["der hund"], {"beam_size": 1000}, "beam size: at most 16 (NLPZOO_MAX_BEAM)")
+        _refused(mt, ["der hund"], {"beam_size": 2, "length_penalty": 5000}, "is at most 10")
         # and each server still answers, the same as before
         assert _answer(lm, prompts, {"tokens": 6, "seed": 3}) == generated
         assert _answer(vectors, ["cat", "dog"], {"k": 3}) == found

@@ -14,8 +14,9 @@ does not depend on the other rows, so this changes nothing but rounding: a matri
 round a row's last bits differently for another number of rows (a score moves by ~1e-7 relative;
 only a tie that close between two hypotheses could go the other way).
 
-Each sentence may produce at most `ratio · |source| + extra` pieces (the `</s>` included); at
-that length `</s>` is forced, so every hypothesis ends with `</s>`, and `</s>` ends it.
+Each sentence may produce at most `ratio · |source| + extra` pieces (the `</s>` included; extra
+`EXTRA` unless given); at that length `</s>` is forced, so every hypothesis ends with `</s>`,
+and `</s>` ends it.
 
 Beam search keeps K live hypotheses per sentence. At each step the 2K best extensions are taken
 (Σ log p over the hypothesis); those among the top K that end in `</s>` are finished and scored
@@ -27,10 +28,15 @@ and the K best extensions that do not end are kept alive. A sentence is done whe
 finished hypotheses and its best live one, normalised at the current length, is worse than its
 worst finished one. Finishing only among the top K (as fairseq does) makes beam 1 equal to
 greedy search.
+
+A caller with a time budget passes `check`, called before every step (and before each batch's
+encoder): it raises to stop the decoding (`nlpzoo.use.limits.Deadline`). Without it nothing is
+checked and nothing changes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +44,7 @@ import torch
 from nlpzoo.data.vocab import EOS, PAD
 
 NEG_INF = float("-inf")
+EXTRA = 10  # pieces a translation may have beyond ratio · |source|
 
 
 @dataclass
@@ -58,7 +65,7 @@ def length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | f
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def max_lengths(src: torch.Tensor, ratio: float, extra: int = 10) -> torch.Tensor:
+def max_lengths(src: torch.Tensor, ratio: float, extra: int = EXTRA) -> torch.Tensor:
     """Longest output per sentence, `</s>` included: ⌈ratio · |source|⌉ + extra, (B,)."""
     n = (src != PAD).sum(1).double()
     return (torch.ceil(ratio * n) + extra).long()
@@ -93,16 +100,20 @@ def greedy(
     model,
     src: torch.Tensor,
     max_len_ratio: float = 1.5,
-    extra: int = 10,
+    extra: int = EXTRA,
     drop_finished: bool = True,
+    check: Callable[[], None] | None = None,
 ) -> Hypotheses:
     """The most likely next piece at every step, for a batch of sources (B, S).
 
     With `drop_finished` a sentence leaves the decoder's batch once it has emitted `</s>`
-    (module doc); without, every row is stepped until all are done (same results, slower)."""
+    (module doc); without, every row is stepped until all are done (same results, slower).
+    `check`, when given, is called before the encoder and before every step (module doc)."""
     B, device = src.shape[0], src.device
     limit = max_lengths(src, max_len_ratio, extra).to(device)  # (B,), then per active row
     T_max = int(limit.max())
+    if check is not None:
+        check()
     state = model.start(src)
     tokens = torch.full((B,), model.START, dtype=torch.long, device=device)
     active = torch.arange(B, device=device)  # the sentence of each decoder row
@@ -110,6 +121,8 @@ def greedy(
     seqs = torch.full((B, T_max), EOS, dtype=torch.long, device=device)
     total = torch.zeros(B, dtype=torch.float64, device=device)
     for t in range(T_max):
+        if check is not None:
+            check()
         log_p, state = model.step(state, tokens)  # (N, V)
         log_p = _force_eos(log_p, t + 1 >= limit)
         tokens = log_p.argmax(-1)  # (N,)
@@ -138,15 +151,19 @@ def beam_search(
     beam_size: int = 5,
     alpha: float = 0.6,
     max_len_ratio: float = 1.5,
-    extra: int = 10,
+    extra: int = EXTRA,
     drop_finished: bool = True,
+    check: Callable[[], None] | None = None,
 ) -> Hypotheses:
     """K best translations per source (B, S), sorted by length-normalised score (module doc).
 
-    With `drop_finished` a done sentence's K rows leave the decoder's batch (module doc)."""
+    With `drop_finished` a done sentence's K rows leave the decoder's batch (module doc).
+    `check`, when given, is called before the encoder and before every step (module doc)."""
     B, K, device = src.shape[0], beam_size, src.device
     limit = max_lengths(src, max_len_ratio, extra).to(device)  # (B,), then per active sentence
     T_max = int(limit.max())
+    if check is not None:
+        check()
     state = reorder(model.start(src), torch.arange(B, device=device).repeat_interleave(K))
     tokens = torch.full((B * K,), model.START, dtype=torch.long, device=device)
     # live hypotheses: Σ log p (n, K); only beam 0 is live at first, so step 1 is not K copies
@@ -162,6 +179,8 @@ def beam_search(
     for t in range(T_max):
         n = active.shape[0]  # sentences still in the batch; the decoder has n·K rows
         rows = torch.arange(n, device=device)[:, None]  # (n, 1)
+        if check is not None:
+            check()
         log_p, state = model.step(state, tokens)  # (n·K, V)
         V = log_p.shape[-1]
         log_p = _force_eos(log_p.view(n, K, V).float(), (t + 1 >= limit)[:, None].expand(n, K))
@@ -223,10 +242,11 @@ def translate_batches(
     max_len_ratio: float,
     device: torch.device | str | None = None,
     drop_finished: bool = True,
+    check: Callable[[], None] | None = None,
 ) -> list[list[int]]:
     """Best translation (ids) of every source (list of id arrays), in input order. Sentences are
     decoded in batches of similar length, on `device` (None: the model's); beam_size 1 uses
-    greedy search."""
+    greedy search; `check` goes to each (module doc)."""
     from nlpzoo.data.mt import pad
 
     if device is None:
@@ -237,10 +257,16 @@ def translate_batches(
         chunk = order[start : start + batch_size]
         src = pad([sources[i] for i in chunk], PAD).to(device)
         if beam_size == 1:
-            hyps = greedy(model, src, max_len_ratio, drop_finished=drop_finished)
+            hyps = greedy(model, src, max_len_ratio, drop_finished=drop_finished, check=check)
         else:
             hyps = beam_search(
-                model, src, beam_size, alpha, max_len_ratio, drop_finished=drop_finished
+                model,
+                src,
+                beam_size,
+                alpha,
+                max_len_ratio,
+                drop_finished=drop_finished,
+                check=check,
             )
         for i, ids in zip(chunk, hyps.best(), strict=True):
             out[i] = ids

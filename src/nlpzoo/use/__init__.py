@@ -16,14 +16,17 @@ stage), or of a registered version (`models:/nlpzoo-RUN@champion`, `models:/nlpz
 for a word outside it). Output: one result per line, tab-separated fields; `--json` prints one JSON
 document instead. A problem (unknown run, run not trained or its files damaged, run of the wrong
 task, word not in the vocabulary, input that is not UTF-8 text, a sentence longer than the model
-takes) prints one line `error: ...` on stderr and exits with status 1.
+takes, a request over one of `nlpzoo.use.limits.COMMAND_LINE`) prints one line `error: ...` on
+stderr and exits with status 1.
 
 Which family does what comes from its registry record (`nlpzoo.families.Family`: `task`,
 `vectors`); the scores are those of the evaluation protocol (`nlpzoo.tasks.lm`), the answers those
 of `nlpzoo.evaluation.analogy` and `nlpzoo.evaluation.vectors`.
 
 The package: `arguments` (the parsers), `run` (resolving a run, loading its files), `text` (input
-and output), `commands` (the five commands); `run_command` runs one with one-line errors.
+and output), `answers` (what a run answers, for the commands and the MLflow model), `limits` (the
+budgets of a request: the commands' are larger than a server's), `commands` (the five
+commands); `run_command` runs one with one-line errors.
 """
 
 from __future__ import annotations

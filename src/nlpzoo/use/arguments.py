@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nlpzoo.use import commands
+from nlpzoo.use.limits import COMMAND_LINE
 
 
 def _whole(text: str) -> int:
@@ -38,9 +39,10 @@ def _at_most(limit: int):
     return count
 
 
-MAX_TOKENS = 100_000  # new tokens per sample
-MAX_SAMPLES = 10_000
-MAX_BEAM = 100  # wider beams cost memory in proportion and do not translate better
+# the commands' limits (`nlpzoo.use.limits.COMMAND_LINE`), refused by the parser before any load
+MAX_TOKENS = COMMAND_LINE.tokens  # new tokens per sample
+MAX_SAMPLES = COMMAND_LINE.samples
+MAX_BEAM = COMMAND_LINE.beam
 
 
 def _natural(text: str) -> int:

@@ -297,10 +297,11 @@ def lookup(t: TrainedRun, words: list[str], word: str) -> str:
     if w not in set(words):
         import difflib
 
-        close = difflib.get_close_matches(w, words, n=3, cutoff=0.75)
+        shown = word if len(word) <= 60 else f"{word[:57]}..."  # a line of a request, maybe long
+        close = difflib.get_close_matches(w, words, n=3, cutoff=0.75) if len(w) <= 60 else []
         hint = f"; close: {', '.join(close)}" if close else ""
         size = sum(v not in SPECIALS for v in words)
         raise UseError(
-            f"word '{word}' is not in the vocabulary of run '{t.name}' ({size:,} words){hint}"
+            f"word '{shown}' is not in the vocabulary of run '{t.name}' ({size:,} words){hint}"
         )
     return w
