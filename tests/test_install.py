@@ -5,6 +5,7 @@ downloaded."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,6 +19,9 @@ python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@" >> "$(dirnam
 """
 
 
+MAKE_VARS = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "TORCH", "TORCH_INDEX"}
+
+
 def pip_calls(tmp_path: Path, *args: str) -> list[list[str]]:
     if shutil.which("make") is None:
         pytest.fail("make is not installed")
@@ -26,11 +30,15 @@ def pip_calls(tmp_path: Path, *args: str) -> list[list[str]]:
     python = venv / "bin" / "python"
     python.write_text(RECORDER)
     python.chmod(0o755)
+    # under `make test TORCH=...` the outer make's variables arrive in MAKEFLAGS; this make
+    # must see only the arguments given here
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_VARS}
     subprocess.run(
         ["make", "-C", str(ROOT), "-B", "install", f"VENV={venv}", *args],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     )
     lines = (venv / "bin" / "calls").read_text().splitlines()
     return [json.loads(line) for line in lines]
