@@ -8,6 +8,7 @@ import itertools
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
 from nlpzoo.models.nnlm import NNLM, Config
 from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, make_optimizer, make_trainer
+from nlpzoo.training.module import lr_factor
 from nlpzoo.training.trainer import local_checkpoint_io
 
 V = 17
@@ -429,3 +431,71 @@ def test_an_explicit_deterministic_is_kept_on_a_gpu(tmp_path, monkeypatch, value
 def test_deterministic_refuses_what_lightning_does_not_take():
     with pytest.raises(ConfigError, match=r"deterministic.*true, false, warn or auto"):
         trainer_config(deterministic="sometimes")
+
+
+# ------------------------------------------------------------------------- learning-rate schedules
+
+
+@dataclass
+class Scheduled:
+    schedule: str = "auto"
+    warmup_steps: int = 0
+    lr_decay: float = 0.0
+
+
+def factors(cfg, total: int | None = None, steps: int = 12) -> list[float]:
+    f = lr_factor(cfg, total)
+    return [1.0 if f is None else f(t) for t in range(steps)]
+
+
+def test_auto_schedule_is_the_families_own():
+    assert lr_factor(Scheduled()) is None  # constant Adam
+    assert factors(Scheduled(lr_decay=0.5), steps=3) == [1.0, 1 / 1.5, 1 / 2.0]
+    warm = factors(Scheduled(warmup_steps=4))
+    assert warm == factors(Scheduled("inverse_sqrt", warmup_steps=4))
+    assert warm[:4] == [0.25, 0.5, 0.75, 1.0] and warm[8] == pytest.approx((4 / 9) ** 0.5)
+
+
+def test_linear_and_cosine_warm_up_then_reach_zero_at_the_last_step():
+    lin = factors(Scheduled("linear", warmup_steps=2), total=10, steps=11)
+    assert lin[:2] == [0.5, 1.0]
+    # after the warm-up: 1 − (t − 2) / 8, zero at step 10 and after
+    assert lin[2:] == pytest.approx([1 - (t - 2) / 8 for t in range(2, 11)])
+    cos = factors(Scheduled("cosine"), total=8, steps=9)
+    assert cos == pytest.approx([0.5 * (1 + math.cos(math.pi * t / 8)) for t in range(9)])
+    assert cos[4] == pytest.approx(0.5) and cos[8] == pytest.approx(0.0, abs=1e-12)
+    assert factors(Scheduled("constant", warmup_steps=3), steps=5) == [1 / 3, 2 / 3, 1, 1, 1]
+    with pytest.raises(ValueError, match="total number of steps"):
+        lr_factor(Scheduled("linear"))
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"schedule": "step"}, "schedule.*one of"),
+        ({"schedule": "linear", "lr_decay": 0.1}, "lr_decay.*must be 0"),
+    ],
+)
+def test_a_schedule_the_family_cannot_take_is_refused(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        Config(**kw)
+
+
+def test_inverse_sqrt_without_warm_up_is_refused():
+    from nlpzoo.families.transformer_lm import TransformerLMConfig
+
+    with pytest.raises(ConfigError, match="inverse_sqrt needs warmup_steps"):
+        TransformerLMConfig(schedule="inverse_sqrt", warmup_steps=0)
+
+
+def test_linear_schedule_inside_the_trainer_ends_at_zero(tmp_path):
+    train, valid = stream(6, 5 * BATCH), stream(7, VALID_TOKENS)  # 5 steps per epoch, 10 in all
+    module = FamilyModule("nnlm", tiny_config(lr=0.2, schedule="linear"), V, run="lin")
+    trainer = make_trainer(
+        trainer_config(max_epochs=2), "lin", tmp_path / "lin.csv", tmp_path / "ckpt", None, seed=0
+    )
+    trainer.fit(module, loader(train, True), loader(valid, False))
+    assert trainer.global_step == 10
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)
+    sched = trainer.lr_scheduler_configs[0].scheduler
+    assert sched.last_epoch == 10  # stepped once per optimizer step, not per epoch

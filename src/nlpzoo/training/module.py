@@ -11,6 +11,8 @@ task, `nlpzoo.tasks`). What differs between families comes from their record
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -23,13 +25,20 @@ from nlpzoo.tasks import task_of
 from nlpzoo.training.resume import rng_state, set_rng_state
 
 
-def make_optimizer(model: torch.nn.Module, cfg: Any):
+def make_optimizer(model: torch.nn.Module, cfg: Any, total_steps: int | None = None):
     """Adam or SGD, from the family's config, with weight decay on weights only (biases are not
-    penalised, as in Bengio 2003).
+    penalised, as in Bengio 2003), and the learning-rate schedule the config names.
 
-    Adam takes β₁, β₂ and ε from the config (`adam_beta1`, `adam_beta2`, `adam_eps`). Two keys
-    are optional: `warmup_steps` (Vaswani et al.'s warm-up then 1/√step) and `lr_decay` (SGD's
-    ε_t = ε_0 / (1 + r t)); a config without them has neither schedule.
+    Adam takes β₁, β₂ and ε from the config (`adam_beta1`, `adam_beta2`, `adam_eps`). The
+    schedule (`schedule`, default `auto`) multiplies `lr` by a factor per optimizer step t:
+
+    - `auto`: with `warmup_steps`, Vaswani et al.'s linear warm-up then 1/√step (`lr` is the
+      peak); with `lr_decay`, SGD's ε_t = ε_0 / (1 + r t); with neither, constant.
+    - `constant`, `linear`, `cosine`: a linear warm-up over `warmup_steps` (if any), then constant,
+      linear decay to 0 at step `total_steps`, or half a cosine to 0 at `total_steps`.
+    - `inverse_sqrt`: Vaswani et al.'s schedule, as `auto` with `warmup_steps`.
+
+    `total_steps` (the run's optimizer steps, from the Trainer) is needed by `linear` and `cosine`.
     """
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -45,22 +54,48 @@ def make_optimizer(model: torch.nn.Module, cfg: Any):
         # Adam's weight_decay adds λ·θ to the gradient: the L2 penalty of the paper's objective
         betas = (cfg.adam_beta1, cfg.adam_beta2)
         opt = torch.optim.Adam(groups, lr=cfg.lr, betas=betas, eps=cfg.adam_eps)
+    factor = lr_factor(cfg, total_steps)
+    if factor is None:
+        return opt
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def lr_factor(cfg: Any, total_steps: int | None = None) -> Callable[[int], float] | None:
+    """The factor of `lr` at optimizer step t (counted from 0) under the config's schedule, or
+    None for a constant rate without warm-up (see `make_optimizer`)."""
     settings = asdict(cfg)
+    schedule = settings.get("schedule", "auto")
     warmup = settings.get("warmup_steps", 0)
-    if warmup:
+    r = settings.get("lr_decay", 0.0)
+    if schedule == "auto":
+        if warmup:
+            schedule = "inverse_sqrt"
+        elif r:
+            return lambda t: 1.0 / (1.0 + r * t)
+        else:
+            return None
+    if schedule == "inverse_sqrt":
         # Vaswani et al. 2017 §5.3: linear warm-up, then decay with the inverse square root of
         # the step; `lr` is the peak, reached at step `warmup_steps`
-        def schedule(t: int) -> float:
-            t = t + 1
-            return min(t / warmup, (warmup / t) ** 0.5)
+        return lambda t: min((t + 1) / warmup, (warmup / (t + 1)) ** 0.5)
+    if schedule == "constant" and not warmup:
+        return None
+    if schedule in ("linear", "cosine") and not total_steps:
+        raise ValueError(f"schedule {schedule!r} needs the run's total number of steps")
+    total = max(int(total_steps or 1), warmup + 1)
 
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
-    r = settings.get("lr_decay", 0.0)
-    if r:
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 / (1.0 + r * t))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
-    return opt
+    def factor(t: int) -> float:
+        if t < warmup:
+            return (t + 1) / warmup
+        if schedule == "constant":
+            return 1.0
+        done = min((t - warmup) / (total - warmup), 1.0)  # 0 after warm-up, 1 at the last step
+        if schedule == "linear":
+            return 1.0 - done
+        return 0.5 * (1.0 + math.cos(math.pi * done))
+
+    return factor
 
 
 class FamilyModule(pl.LightningModule):
@@ -228,7 +263,14 @@ class FamilyModule(pl.LightningModule):
     def configure_optimizers(self):
         if self.family.own_optimizer:  # its own rule and schedule (word2vec, GloVe)
             return self.model.configure_optimizers(int(self.trainer.estimated_stepping_batches))
-        return make_optimizer(self.model, self.cfg)
+        total = None
+        if getattr(self.cfg, "schedule", "auto") in (
+            "linear",
+            "cosine",
+        ):  # they end at the last step
+            steps = float(self.trainer.estimated_stepping_batches)
+            total = int(steps) if math.isfinite(steps) else None
+        return make_optimizer(self.model, self.cfg, total)
 
 
 def _state_batch(state: Any) -> int:
