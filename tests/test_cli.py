@@ -62,6 +62,9 @@ def test_a_stage_records_its_time(tmp_path, monkeypatch):
     assert 0 < record["seconds"] <= time.time() - started + 0.1
     assert started <= before and record["finished"] >= record["started"]
     assert record["cpu_seconds"] > 0
+    assert record["user_seconds"] > 0 and record["system_seconds"] >= 0
+    # the two parts add up to the total (each rounded to 0.01 s)
+    assert abs(record["user_seconds"] + record["system_seconds"] - record["cpu_seconds"]) <= 0.02
     torch = sys.modules.get("torch")  # only counted when the stage loaded it
     assert record["threads"] == (torch.get_num_threads() if torch else None)
     assert len(record["load_average"]) == 3

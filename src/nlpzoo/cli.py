@@ -75,8 +75,8 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
 
 def write_timing(path: Path, stage: str) -> dict[str, Any]:
     """Record how long this process (the stage) ran: wall seconds since the process started,
-    CPU seconds (user + system), torch's thread count when torch is loaded (else None), the
-    load average at the end, and the start and end times (UTC). Written atomically."""
+    CPU seconds (user + system, and each apart), torch's thread count when torch is loaded (else
+    None), the load average at the end, and the start and end times (UTC). Written atomically."""
     import json
 
     import psutil
@@ -92,6 +92,8 @@ def write_timing(path: Path, stage: str) -> dict[str, Any]:
         "stage": stage,
         "seconds": round(finished - started, 2),
         "cpu_seconds": round(cpu.user + cpu.system, 2),
+        "user_seconds": round(cpu.user, 2),
+        "system_seconds": round(cpu.system, 2),  # the kernel's share: page faults, I/O
         "threads": torch.get_num_threads() if torch is not None else None,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "started": _utc(started),

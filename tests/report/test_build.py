@@ -609,6 +609,7 @@ def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
                 "stage": stage,
                 "seconds": 75.4,
                 "cpu_seconds": 150.0 if stage.startswith("train") else 60.0,
+                "system_seconds": 20.0 if stage.startswith("train") else 1.0,
                 "threads": 8 if stage.startswith(("train", "evaluate")) else None,
                 "load_average": [1.25, 1.0, 0.5],
                 "started": start.isoformat(),
@@ -623,12 +624,12 @@ def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
     assert section in text and text.index(section) < text.index("## Missing or incomplete")
     rows = _rows(text, section)
     assert [k.strip("`") for k in rows][1 : len(order) + 1] == order  # after the header
-    assert rows["`corpus@lm`"] == "| `corpus@lm` | 1:15 | 1:00 | – | 1.25 |"
-    assert rows["`train-nnlm`"] == "| `train-nnlm` | 1:15 | 2:30 | 8 | 1.25 |"
+    assert rows["`corpus@lm`"] == "| `corpus@lm` | 1:15 | 1:00 | 0:01 | – | 1.25 |"
+    assert rows["`train-nnlm`"] == "| `train-nnlm` | 1:15 | 2:30 | 0:20 | 8 | 1.25 |"
     assert "not recorded" in rows["`evaluate-nnlm`"] and "not recorded" in rows["`cooccur`"]
     assert "report" not in "".join(rows)
     # 11 recorded stages of 75.4 s; two train stages at 150 s CPU, nine at 60 s
-    assert rows["**sum of the stages**"].split("|")[2:4] == [" 13:49 ", " 14:00 "]
+    assert rows["**sum of the stages**"].split("|")[2:5] == [" 13:49 ", " 14:00 ", " 0:49 "]
     # the first starts at 10:00:00, the last (mixture, 13th) finishes at 10:07:15.4
     assert rows["**elapsed**, first start to last finish"].split("|")[2] == " 7:15 "
     assert rows["**of which a stage running**"].split("|")[2] == " 7:15 "  # no gap between them

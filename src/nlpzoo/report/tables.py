@@ -399,6 +399,7 @@ def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
                 "stage": f"`{stage}`",
                 "wall time": duration(t.get("seconds")),
                 "CPU time": duration(t.get("cpu_seconds")),
+                "of which system": duration(t.get("system_seconds")),
                 "threads": fmt(t.get("threads"), ".0f"),
                 "load (1 min)": fmt(load[0] if isinstance(load, list) and load else None, ".2f"),
             }
@@ -407,6 +408,7 @@ def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
     if recorded:
         wall = [_num(t.get("seconds")) for t in recorded]
         cpu = [_num(t.get("cpu_seconds")) for t in recorded]
+        system = [_num(t.get("system_seconds")) for t in recorded]
         spans = [(_time(t.get("started")), _time(t.get("finished"))) for t in recorded]
         starts = [a for a, _ in spans if a is not None]
         ends = [b for _, b in spans if b is not None]
@@ -417,11 +419,12 @@ def timings_table(timings: dict[str, dict | None]) -> pd.DataFrame:
                 "stage": "**sum of the stages**",
                 "wall time": duration(sum(x for x in wall if x is not None)),
                 "CPU time": duration(sum(x for x in cpu if x is not None)),
+                "of which system": duration(sum(x for x in system if x is not None) or None),
             }
         )
         rows.append(
             {"stage": "**elapsed**, first start to last finish", "wall time": duration(span)}
         )
         rows.append({"stage": "**of which a stage running**", "wall time": duration(busy)})
-    columns = ["stage", "wall time", "CPU time", "threads", "load (1 min)"]
+    columns = ["stage", "wall time", "CPU time", "of which system", "threads", "load (1 min)"]
     return pd.DataFrame(rows, columns=columns).fillna(DASH)
