@@ -38,6 +38,8 @@ def run_stage(main: Callable[[list[str]], Any]) -> None:
     from nlpzoo.pipeline import stage_name, timing_file
 
     stage = stage_name(sys.argv)
+    if stage.startswith(("train-", "evaluate-")):  # the same large tensors every step
+        keep_freed_memory()
     trace = os.environ.get("NLPZOO_TRACE_MODULES")
     if trace:  # tests: which nlpzoo modules a stage loaded (checked against dvc.yaml's deps)
         import atexit
@@ -101,6 +103,27 @@ def write_timing(path: Path, stage: str) -> dict[str, Any]:
     }
     atomic_write_text(Path(path), json.dumps(record, indent=2) + "\n")
     return record
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's malloc serve every block from the heap and keep freed memory for reuse.
+
+    A training step's largest tensors (e.g. `rnn_lm`'s 59 MB logits and their gradient) are over
+    glibc's largest mmap threshold (32 MB): by default each is a fresh mmap, zero-filled page by
+    page in the kernel, and unmapped when freed — every step (benchmarks/page_faults.py). With
+    mmap off and a trim threshold of 1 GiB, a freed block stays in the heap for the next step.
+    Linux with glibc only; elsewhere (or when the call fails) nothing changes. True when set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
+    return bool(mallopt(m_trim_threshold, 1 << 30)) and bool(mallopt(m_mmap_max, 0))
 
 
 def _utc(t: float) -> str:
