@@ -71,6 +71,8 @@ def test_every_mt_run_trains_scores_and_translates(project, run):
         "decode_sents_per_s_beam",
     ):
         assert np.isfinite(metrics[key]), key
+    # the valid split is decoded by beam search only
+    assert not {"valid_bleu", "valid_bleu_tok_lc", "valid_chrf"} & set(metrics)
     assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed")
     assert 1.0 < metrics["test_ppl"] < 40  # well below uniform over the 40 pieces
     saved = json.loads((project / "metrics" / f"{run}.json").read_text())
