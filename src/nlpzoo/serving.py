@@ -35,8 +35,9 @@ A bad request (not a list of strings, an empty line, a text that is not Unicode,
 param or one of the wrong type or out of the commands' range, a request over a limit or past
 its time, a body that is not JSON) is one clear error, `BadRequest`: the server answers HTTP 400
 with `{"error_code": "INVALID_PARAMETER_VALUE", "message": "<one line>"}`, never the request
-itself; a request while the server is answering as many as it may is HTTP 503 (`busy`); a
-failure of the model itself is HTTP 500 with one line, its traceback in the server's log only.
+itself; a request while the server is answering as many as it may is HTTP 429 (`busy`, too
+many requests: retry later); a failure of the model itself is HTTP 500 with one line, its
+traceback in the server's log only.
 The signature names the params and not the input: with an input schema of strings MLflow would
 turn any JSON value into a string (3 into "3", null into "None") before the model could refuse
 it, so the model checks the input itself. MLflow checks the params against the signature before
@@ -60,7 +61,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import (
     INTERNAL_ERROR,
     INVALID_PARAMETER_VALUE,
-    TEMPORARILY_UNAVAILABLE,
+    RESOURCE_EXHAUSTED,
 )
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def input_example(folder: Path, family: Any) -> list[str]:
 
 class BadRequest(MlflowException):
     """A request the run does not answer, as the scoring server returns it: HTTP 400 (the status
-    of its error code otherwise: 503 busy, 500 the model's own failure) and the one-line
+    of its error code otherwise: 429 busy, 500 the model's own failure) and the one-line
     message. The server would prefix the message with the request's whole data, over many
     lines; `serialize_as_json` is what it sends."""
 
@@ -134,7 +135,7 @@ class RunModel(mlflow.pyfunc.PythonModel):
             raise BadRequest(
                 f"busy: the server is answering {concurrent} requests, as many as it may at "
                 f"once ({variable('concurrent')}); try again shortly",
-                TEMPORARILY_UNAVAILABLE,
+                RESOURCE_EXHAUSTED,
             )
         try:
             return self._answer(model_input, params)

@@ -394,8 +394,8 @@ def test_the_model_refuses_a_request_beyond_those_it_may_answer_at_once():
     assert started.wait(10)
     with pytest.raises(BadRequest) as caught:
         model.predict(None, ["b"])
-    assert caught.value.error_code == "TEMPORARILY_UNAVAILABLE"
-    assert caught.value.get_http_status_code() == 503
+    assert caught.value.error_code == "RESOURCE_EXHAUSTED"
+    assert caught.value.get_http_status_code() == 429  # a client error: retry later
     assert caught.value.line.startswith("busy: the server is answering 1 requests")
     release.set()
     first.join(10)
