@@ -15,15 +15,21 @@ GPU_SLOTS ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: install repro test lint dashboard dashboard-screenshots clean pipeline screenshot
+.PHONY: install repro tour test lint dashboard dashboard-screenshots clean pipeline screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)")
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
+
+# the tests' and the linter's packages (the extra `test`), on top of the pipeline's
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
@@ -32,24 +38,35 @@ repro: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m nlpzoo repro \
 		$(if $(JOBS),--jobs $(JOBS)) $(if $(GPU_SLOTS),--gpu-slots $(GPU_SLOTS))
 
-test: $(STAMP)
+# every enabled run at a small size in tour/ (its own DVC project and mlflow.db), about five
+# minutes on two free cores (docs/benchmarks.md, "The tour"): tour/reports/index.html
+tour: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m nlpzoo tour
+
+test: $(TEST_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check src stages tests benchmarks
 	$(BIN)/ruff format --check src stages tests benchmarks
 
 # MLflow's UI opens on its overview; the URL printed first opens the experiment's runs in the
 # "Model training" view (nlpzoo.tracking.experiment_url)
+# (PORT: its port; STORE: the MLflow database, e.g. STORE=$(CURDIR)/tour/mlflow.db EXPERIMENT=nlpzoo-tour)
 EXPERIMENT ?= nlpzoo
+PORT ?= 5000
+STORE ?= $(CURDIR)/mlflow.db
 RUNS_PAGE := from nlpzoo.tracking import experiment_url as u; \
-	print("open", u("http://127.0.0.1:5000", "$(EXPERIMENT)", "sqlite:///$(CURDIR)/mlflow.db"))
+	print("open", u("http://127.0.0.1:$(PORT)", "$(EXPERIMENT)", "sqlite:///$(STORE)"))
 dashboard: $(STAMP)
 	@$(BIN)/python -c '$(RUNS_PAGE)'
-	$(BIN)/mlflow ui --backend-store-uri "sqlite:///$(CURDIR)/mlflow.db" --host 127.0.0.1 --port 5000
+	$(BIN)/mlflow ui --backend-store-uri "sqlite:///$(STORE)" --host 127.0.0.1 --port $(PORT)
 
+# the MLflow store goes with the outputs: registry/ and models/ name its runs and versions, and
+# the next repro trains, evaluates and registers every run again (never from DVC's run cache)
 clean:
-	rm -rf data models checkpoints metrics plots reports registry mlflow.db mlruns
+	@echo "make clean: deletes data models checkpoints eval metrics plots reports registry and the MLflow store (mlflow.db, mlruns); keeps DVC's cache (.dvc/cache: the data stages come back from it), timings/ and .venv"
+	@rm -rf data models checkpoints eval metrics plots reports registry mlflow.db mlflow.db-register-lock mlruns
 
 pipeline: $(STAMP)
 	$(BIN)/python -m nlpzoo pipeline

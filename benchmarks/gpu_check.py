@@ -263,7 +263,7 @@ def planned_devices(root: Path, names: list[str]) -> dict[str, str]:
     """Where each run trains on this machine, as `nlpzoo.placement` resolves it ({} where
     nlpzoo cannot be imported or the params do not load)."""
     try:
-        from nlpzoo.params import load_params
+        from nlpzoo.params_file import load_params
         from nlpzoo.repro import run_device
 
         params = load_params(root / "params.yaml")

@@ -190,7 +190,7 @@ def worker(name: str, role: int, warmup: int, steps: int, barriers: tuple, queue
         del pytorch_lightning
 
         torch.set_num_threads(1)
-        from nlpzoo.params import load_params
+        from nlpzoo.params_file import load_params
         from nlpzoo.tasks import Run, task_of
 
         t0 = time.monotonic()

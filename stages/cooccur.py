@@ -7,12 +7,12 @@ writes data/cooccur/ (cooccur.npz, a copy of vocab.txt, stats.json).
 
 import shutil
 
-from nlpzoo.cli import root, run_stage
+from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import Vocab, read_lines
 from nlpzoo.io import atomic_dir, atomic_write_json
-from nlpzoo.params import CooccurConfig, load_params
+from nlpzoo.params import CooccurConfig
 
 
 def main(argv: list[str]) -> None:

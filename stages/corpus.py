@@ -4,11 +4,11 @@ Usage: python stages/corpus.py {lm|mt|eval}
 Reads params `lm`, `mt`; writes data/raw/ROLE/. Set NLPZOO_DATA_MIRROR to copy from a local mirror.
 """
 
-from nlpzoo.cli import root, run_stage
+from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.prepare import fetch_corpus
 from nlpzoo.data.sources import mirror_from_env
-from nlpzoo.params import LMDataConfig, MTDataConfig, load_params
+from nlpzoo.params import LMDataConfig, MTDataConfig
 
 
 def main(argv: list[str]) -> None:

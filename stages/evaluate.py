@@ -7,8 +7,8 @@ the metrics to the run's MLflow run.
 """
 
 from nlpzoo import lifecycle
-from nlpzoo.cli import root, run_stage
-from nlpzoo.params import check_run_name, load_params
+from nlpzoo.cli import load_params, root, run_stage
+from nlpzoo.params import check_run_name
 
 
 def main(argv: list[str]) -> None:

@@ -6,9 +6,8 @@ Reads eval/RUN/logprobs.npz and params `mixture`, `models`; writes metrics/mixtu
 `test_ppl_mix` to each run's MLflow run.
 """
 
-from nlpzoo.cli import root, run_stage
+from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.evaluation.mixture import mixtures
-from nlpzoo.params import load_params
 
 
 def main(argv: list[str]) -> None:

@@ -4,10 +4,10 @@ Usage: python stages/prepare.py {lm|mt}
 Reads data/raw/ROLE/ and params `lm` or `mt`; writes data/prepared/ROLE/.
 """
 
-from nlpzoo.cli import root, run_stage
+from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.prepare import prepare_lm, prepare_mt, raw_dir_for
-from nlpzoo.params import LMDataConfig, MTDataConfig, load_params
+from nlpzoo.params import LMDataConfig, MTDataConfig
 
 
 def main(argv: list[str]) -> None:

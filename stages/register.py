@@ -7,8 +7,8 @@ Reads models/RUN/ and metrics/RUN.json; writes registry/RUN.json.
 """
 
 from nlpzoo import registry
-from nlpzoo.cli import root, run_stage
-from nlpzoo.params import check_run_name, load_params
+from nlpzoo.cli import load_params, root, run_stage
+from nlpzoo.params import check_run_name
 
 
 def main(argv: list[str]) -> None:

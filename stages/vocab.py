@@ -4,10 +4,10 @@ Usage: python stages/vocab.py {lm|mt}
 Reads data/prepared/ROLE/ and params `vocab.ROLE`; writes data/vocab/ROLE/.
 """
 
-from nlpzoo.cli import root, run_stage
+from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.vocab import build_lm_vocab, build_mt_vocab
-from nlpzoo.params import LMVocabConfig, MTVocabConfig, load_params
+from nlpzoo.params import LMVocabConfig, MTVocabConfig
 
 
 def main(argv: list[str]) -> None:

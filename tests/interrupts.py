@@ -3,6 +3,8 @@ takes them, for the resume tests; and the kill-and-resume check of the compiled 
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -11,7 +13,10 @@ from nlpzoo import lifecycle, training
 
 
 class KillAt(pl.Callback):
-    """Interrupts the run as a Ctrl-C would, right after optimizer step `at_step`."""
+    """Stops the run right after optimizer step `at_step` as a kill that leaves it no time to save
+    (SIGKILL, a lost machine, Ctrl-C pressed twice) would: a KeyboardInterrupt raised inside the
+    loop, so the rerun resumes from the last periodic checkpoint. `InterruptAt` sends a real
+    signal instead."""
 
     def __init__(self, at_step: int) -> None:
         self.at_step = at_step
@@ -19,6 +24,18 @@ class KillAt(pl.Callback):
     def on_train_batch_end(self, trainer, *args) -> None:
         if trainer.global_step == self.at_step:
             raise KeyboardInterrupt(f"simulated kill at step {self.at_step}")
+
+
+class InterruptAt(pl.Callback):
+    """Sends this process `signum` (SIGINT as Ctrl-C does, or SIGTERM) while optimizer step
+    `at_step` is in flight (at the start of its batch)."""
+
+    def __init__(self, at_step: int, signum: int = signal.SIGINT) -> None:
+        self.at_step, self.signum = at_step, signum
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.at_step - 1:
+            os.kill(os.getpid(), self.signum)
 
 
 class FirstChunk(pl.Callback):

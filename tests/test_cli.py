@@ -169,7 +169,7 @@ if sys.argv[1] == "keep":
     from nlpzoo.cli import keep_freed_memory
     assert keep_freed_memory()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
+for _ in range(30):
     a = torch.ones(59 * 2**20 // 4)  # 59 MB (rnn_lm's logits), over glibc's largest mmap threshold
     del a
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
@@ -177,8 +177,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 def test_keeping_freed_memory_stops_a_large_block_faulting_in_every_time():
-    """59 MB allocated and freed ten times: by default ten fresh mmaps of 15,104 pages each;
-    kept in the heap, the pages are faulted in once (twice at most)."""
+    """59 MB allocated and freed 30 times: by default 30 fresh mmaps of 15,104 pages each; kept
+    in the heap, the pages are faulted in a few times at the start (2 to 5 here), not each time."""
 
     def faults(variant: str) -> int:
         out = subprocess.run(
@@ -188,8 +188,8 @@ def test_keeping_freed_memory_stops_a_large_block_faulting_in_every_time():
 
     pages = 59 * 2**20 // 4096
     default, kept = faults("default"), faults("keep")
-    assert default >= 9 * pages
-    assert kept <= 3 * pages
+    assert default >= 27 * pages
+    assert kept <= 8 * pages
 
 
 def test_train_and_evaluate_stages_keep_freed_memory(tmp_path, monkeypatch):

@@ -1,11 +1,13 @@
-"""`make install`: the PyTorch requirement and its wheel index reach pip as separate arguments.
-A stand-in `python` in a throwaway venv folder records what make asks of it; nothing is
+"""`make install`: the PyTorch requirement and its wheel index reach pip as separate arguments,
+and the project is installed with the pipeline's packages only; `make test` adds the extra
+`test`. A stand-in `python` in a throwaway venv folder records what make asks of it; nothing is
 downloaded."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,7 +24,7 @@ python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@" >> "$(dirnam
 MAKE_VARS = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "TORCH", "TORCH_INDEX"}
 
 
-def pip_calls(tmp_path: Path, *args: str) -> list[list[str]]:
+def pip_calls(tmp_path: Path, *args: str, target: str = "install") -> list[list[str]]:
     if shutil.which("make") is None:
         pytest.fail("make is not installed")
     venv = tmp_path / "venv"
@@ -34,7 +36,7 @@ def pip_calls(tmp_path: Path, *args: str) -> list[list[str]]:
     # must see only the arguments given here
     env = {k: v for k, v in os.environ.items() if k not in MAKE_VARS}
     subprocess.run(
-        ["make", "-C", str(ROOT), "-B", "install", f"VENV={venv}", *args],
+        ["make", "-C", str(ROOT), "-B", target, f"VENV={venv}", *args],
         check=True,
         capture_output=True,
         text=True,
@@ -73,4 +75,30 @@ def test_a_requirement_with_a_range_and_an_index_url_arrive_intact(tmp_path):
 def test_the_project_itself_is_installed_after_torch(tmp_path):
     calls = pip_calls(tmp_path, "TORCH_INDEX=cpu")
     installs = [c for c in calls if c[:3] == ["-m", "pip", "install"]]
-    assert "torch" in installs[1] and installs[-1][-2:] == ["-e", ".[dev]"]
+    assert "torch" in installs[1] and installs[-1][-2:] == ["-e", "."]
+
+
+def test_install_takes_the_pipelines_packages_only(tmp_path):
+    calls = pip_calls(tmp_path)
+    assert not [c for c in calls if any("[" in a for a in c)]  # no extra: no pytest, no gensim
+
+
+def test_make_test_adds_the_test_extra_then_runs_pytest(tmp_path):
+    calls = pip_calls(tmp_path, target="test")
+    installs = [c for c in calls if c[:3] == ["-m", "pip", "install"]]
+    assert installs[-2][-2:] == ["-e", "."]
+    assert installs[-1][-2:] == ["-e", ".[test]"]
+    assert calls[-1][:2] == ["-m", "pytest"]
+
+
+def test_the_test_extra_holds_the_tests_tools_and_the_pipeline_none_of_them():
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # no tomllib on Python 3.10
+    [deps] = re.findall(r"(?ms)^dependencies = \[(.*?)^\]", text)
+    [extra] = re.findall(r"(?m)^test = \[(.*)\]", text)
+    requirement = r'"([A-Za-z0-9_.-]+)(?:>=([0-9]+))?[^"]*"'
+    names = {name: floor for name, floor in re.findall(requirement, deps)}
+    test = {name for name, _ in re.findall(requirement, extra)}
+    assert {"pytest", "ruff", "gensim"} <= test
+    assert not set(names) & test
+    assert {"mlflow", "requests", "torch", "dvc"} <= set(names)
+    assert int(names["mlflow"]) >= 3  # the logged-model API of the register stage

@@ -5,6 +5,8 @@ python -m nlpzoo pipeline [--check]              write dvc.yaml from params.yaml
 python -m nlpzoo repro [--jobs N] [--gpu-slots S]
                                                  `dvc repro` with N runs side by side (default:
                                                  the cores), S of them per GPU (make repro)
+python -m nlpzoo tour [--prepare-only]          every run at a small size in tour/, about
+                                                 five minutes on two cores (make tour)
 python -m nlpzoo translate --run RUN [FILE]      translate lines (stdin by default) with the
                                                  trained translation run models/RUN/
 python -m nlpzoo generate --run RUN              sample text from a language model
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     pipe.add_argument("--check", action="store_true", help="only check that dvc.yaml is current")
     pipe.add_argument("--root", type=Path, default=Path("."), help="the project (default: .)")
     sub.add_parser("repro", help="dvc repro with runs trained side by side (`make repro`)")
+    sub.add_parser("tour", help="every run at a small size in tour/ (`make tour`)")
     use.add_commands(sub)  # generate, score, neighbours, analogy, translate
     parser.set_defaults(handler=None)
     argv = sys.argv[1:] if argv is None else argv
@@ -47,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         from nlpzoo import repro
 
         return repro.main(argv[1:])
+    if argv[:1] == ["tour"]:  # its own options, and any of `nlpzoo repro` after them
+        from nlpzoo import tour
+
+        return tour.main(argv[1:])
     args = parser.parse_args(argv)
     if args.handler is not None:
         return use.run_command(args)
@@ -55,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "validate":
         from nlpzoo.errors import PROJECT_ERRORS, error_line
-        from nlpzoo.params import load_params
+        from nlpzoo.params_file import load_params
 
         try:
             if args.params.is_dir():
@@ -72,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def _pipeline(args: argparse.Namespace) -> int:
     from nlpzoo import pipeline
     from nlpzoo.errors import PROJECT_ERRORS, error_line
-    from nlpzoo.params import load_params
+    from nlpzoo.params_file import load_params
     from nlpzoo.pipeline import check_dvc_yaml
 
     root = args.root.resolve()

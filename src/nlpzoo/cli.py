@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nlpzoo.errors import NlpzooError, error_line
-from nlpzoo.params import load_params as load_params  # the stages' params loader
+from nlpzoo.params_file import load_params as load_params  # the stages' params loader
 
 
 def root() -> Path:

@@ -44,11 +44,9 @@ def error_line(
         )
     if isinstance(e, UnicodeDecodeError):
         if root is not None:
-            from nlpzoo.pipeline import package_dir
-
             files = [params or root / "params.yaml", root / "dvc.yaml"]
             files += sorted(root.glob("stages/*.py"))
-            files += sorted(package_dir(root).rglob("*.py"))
+            files += sorted((root / "src").rglob("*.py"))  # the package: src/nlpzoo
             for path in files:
                 try:
                     path.read_bytes().decode("utf-8")

@@ -36,6 +36,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -75,6 +76,8 @@ def train(params: dict, name: str, root: Path) -> dict:
     if run.family.neural:  # for the fingerprint, Lightning and the stats
         run.trainer = placement.trainer(run.trainer)
     data = task.load(run)
+    if hasattr(run.config, "fit_to_vocab"):  # defaults sized to the data (the LMs' cut-offs)
+        run.config = run.config.fit_to_vocab(data.vocab_size, run.name)
     resume = _prepare_resume(run, task, data) if run.family.neural else None
     tracker = _open_tracker(run, resuming=resume is not None)
     t0 = time.time()
@@ -97,6 +100,7 @@ def train(params: dict, name: str, root: Path) -> dict:
                 "vocab_size": data.vocab_size,
                 "config": asdict(run.config),
                 "seed": run.seed,
+                **_vocabulary_hashes(run, tmp),
             }
             atomic_write_json(tmp / "config.json", config)
             atomic_write_json(tmp / "train_stats.json", stats)
@@ -105,7 +109,10 @@ def train(params: dict, name: str, root: Path) -> dict:
         tracker.finish("FAILED")
         raise
     # checkpoints/RUN stays until the evaluate stage: a kill before DVC has recorded models/RUN
-    # reruns this stage, which resumes from the last checkpoint (docs/design.md §8)
+    # reruns this stage, which resumes from the last checkpoint (docs/design.md §8); marked
+    # finished, so that a forced rerun after DVC recorded the outputs trains afresh
+    if run.family.neural and global_rank() == 0:
+        _mark_finished(run)
     tracker.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
     tracker.log_artifact(run.plots_path)
     tracker.finish()
@@ -179,25 +186,76 @@ def _prepare_resume(run: Run, task: Task, data: Data) -> Path | None:
             "pytorch_lightning": pytorch_lightning.__version__,
         },
     }
-    settings = {
+    params = {
         "run": run.name,
         "family": run.spec.family,
         "config": asdict(run.config),
         "trainer": run.trainer.result_settings(),
         "seed": run.seed,
-        **extra,
-        **parts,
     }
+    settings = {**params, **extra, **parts}
+    # fingerprint.json keeps the params and a hash of the data (the task's own settings, e.g.
+    # the vocabulary's counts, and its arrays) too: what a set of checkpoints moved aside was
+    # trained with
+    parts.update(params=params, data=fingerprint(extra, arrays))
 
     def check(ckpt: dict) -> None:  # the weights fit the model (raises otherwise)
         _new_module(run, data).load_state_dict(ckpt["state_dict"])
 
+    finished = _finished_curve(run)
+    fresh = None
+    if os.environ.get("NLPZOO_FRESH", "").strip() not in ("", "0"):
+        fresh = "NLPZOO_FRESH is set"
+    elif finished is not None and _recorded_by_dvc(run, finished):
+        fresh = "dvc.lock records the outputs its finished training wrote (a forced rerun)"
     return prepare_resume(
         run.ckpt_dir,
         fingerprint(settings, arrays),
         parts=parts,
         check=check,
-        abandon=lambda: _end_abandoned_run(run),
+        # a finished run's MLflow run is FINISHED and stays so
+        abandon=None if finished is not None else (lambda: _end_abandoned_run(run)),
+        fresh=fresh,
+    )
+
+
+FINISHED = "finished.json"  # in checkpoints/RUN/: the MD5 of the curve the finished run wrote
+
+
+def _mark_finished(run: Run) -> None:
+    """Record in checkpoints/RUN/ that its training finished and wrote its outputs: the MD5 of
+    plots/RUN.csv (each training's curve has its own seconds), which dvc.lock holds once DVC
+    has recorded the stage's outputs."""
+    if not run.ckpt_dir.is_dir() or not run.plots_path.is_file():
+        return
+    digest = hashlib.md5(run.plots_path.read_bytes(), usedforsecurity=False).hexdigest()
+    atomic_write_json(run.ckpt_dir / FINISHED, {"curve_md5": digest})
+
+
+def _finished_curve(run: Run) -> str | None:
+    """The curve's MD5 recorded by a finished training in checkpoints/RUN/, or None."""
+    try:
+        return str(json.loads((run.ckpt_dir / FINISHED).read_text())["curve_md5"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _recorded_by_dvc(run: Run, curve_md5: str) -> bool:
+    """Whether the project's dvc.lock records plots/RUN.csv with the MD5 `curve_md5` (the
+    outputs of that very training): DVC committed them, so this rerun was forced."""
+    import yaml
+
+    try:
+        lock = yaml.safe_load((run.root / "dvc.lock").read_text())
+        stages = lock["stages"].values()
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return False
+    curve = run.plots_path.relative_to(run.root).as_posix()
+    return any(
+        isinstance(out, dict) and out.get("path") == curve and out.get("md5") == curve_md5
+        for stage in stages
+        if isinstance(stage, dict)
+        for out in stage.get("outs") or []
     )
 
 
@@ -229,6 +287,23 @@ def _code_hashes(run: Run) -> dict[str, str]:
 
 def _hash_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# config.json's SHA-256 of the vocabulary file a run was trained on, by file name: the commands
+# and the served model refuse another one (`nlpzoo.use.run.check_vocabulary`)
+VOCABULARY_HASHES = {"vocab.txt": "vocab_sha256", "spm.model": "spm_sha256"}
+
+
+def _vocabulary_hashes(run: Run, folder: Path) -> dict[str, str]:
+    """SHA-256 of the run's vocabulary files, for config.json: each of `VOCABULARIES` the run's
+    folder holds (a translation run's copy of its SentencePiece model), else the data folder's
+    (a word vocabulary, read from there when the run is used)."""
+    hashes = {}
+    for name in VOCABULARIES:
+        path = folder / name if (folder / name).is_file() else run.data_dir / name
+        if path.is_file():
+            hashes[VOCABULARY_HASHES[name]] = _hash_file(path)
+    return hashes
 
 
 def _end_abandoned_run(run: Run) -> None:

@@ -519,22 +519,26 @@ def read_params(path: Path) -> Any:
         raise ConfigError(f"{path} is not valid YAML: {e}") from None
 
 
-def load_params(path: Path = Path("params.yaml"), pipeline: bool = True) -> dict[str, Any]:
-    """Read and validate a params file: the one loader of the stages, `repro` and the commands.
+# ------------------------------------------------- the user's own corpus files (corpus stages)
 
-    With `pipeline` (the default), also check, first, that the dvc.yaml beside it is a pipeline,
-    and, once the params are valid, that it is current with them and the code
-    (`nlpzoo.pipeline.check`); `python -m nlpzoo pipeline`, which writes it, skips that."""
-    path = Path(path)
-    root = path.resolve().parent
-    if pipeline:
-        from nlpzoo.pipeline import check_dvc_yaml
 
-        check_dvc_yaml(root)
-    params = read_params(path)
-    validate_params(params)
-    if pipeline:
-        from nlpzoo.pipeline import check
+def user_files(role: str, lm: LMDataConfig, mt: MTDataConfig) -> list[str]:
+    """The user's own files that `corpus@role` copies, as params.yaml writes them, in a fixed
+    order: `lm.files` for `lm.source: text`, `mt.files` for `mt.source: parallel`; else []."""
+    if role == "lm" and lm.source == "text":
+        return [str(lm.files[split]) for split in sorted(lm.files)]
+    if role == "mt" and mt.source == "parallel":
+        return [str(path) for split in sorted(mt.files) for path in mt.files[split]]
+    return []
 
-        check(params, root)
-    return params
+
+def inside_project(path: str, root: Path) -> str | None:
+    """`path` (relative to the project root, where the stages run, or absolute; `~` expanded)
+    as a project-relative POSIX path when it lies inside the project at `root`, links
+    followed; None when it lies outside (DVC then cannot depend on it portably)."""
+    p = Path(path).expanduser()
+    full = (p if p.is_absolute() else root / p).resolve()
+    try:
+        return full.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None

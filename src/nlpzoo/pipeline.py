@@ -11,6 +11,12 @@ and other tasks is never part of a run's closure. Checking the rest of params.ya
 starts imports the other families' config modules too; that can stop a stage but never change
 what it writes, so it is not a dependency.
 
+The closure neither includes nor follows the driver modules (`DRIVERS`): code that reports,
+refuses or drives (error messages, argument parsing, this generator, MLflow) and never computes
+what a stage writes, so that rewording a message reruns no stage. A computing module may import
+from a driver module only the names of `DRIVER_NAMES`, each with the reason it changes no result
+(docs/design.md §6).
+
 `python -m nlpzoo pipeline` writes dvc.yaml; every stage checks at start that dvc.yaml is what
 the generator would write now (`check`), so a stale dependency list cannot go unnoticed.
 """
@@ -66,6 +72,72 @@ def stage_order(runs: Iterable[str]) -> list[str]:
     data = [f"{stage}@{role}" for stage, roles in DATA_ROLES.items() for role in roles]
     per_run = [f"{k}-{name}" for name in runs for k in ("train", "evaluate")]
     return [*data, "cooccur", *per_run, "mixture"]
+
+
+# Modules that only report, refuse or drive: no stage depends on them (docs/design.md §6). Each
+# reason says why an edit to the module cannot change what a stage writes.
+DRIVERS = {
+    "nlpzoo.errors": "exception classes (raising one stops a stage) and the one-line message "
+    "of an error (`error_line`)",
+    "nlpzoo.cli": "the stages' start-up: logging, argv, one-line errors, timing records, the "
+    "malloc setting",
+    "nlpzoo.params_file": "reads params.yaml, refuses an invalid file or a stale dvc.yaml, and "
+    "hands the stage the file's mapping as YAML read it",
+    "nlpzoo.pipeline": "this generator of dvc.yaml and its code closure",
+    "nlpzoo.tracking": "MLflow: records what a run computed (params, metrics, files), computes "
+    "none of it",
+    "nlpzoo.use": "the commands' front end: argument parsing, one-line errors",
+    "nlpzoo.use.arguments": "the commands' argument parsers",
+    "nlpzoo.use.commands": "the commands: read input, print answers",
+}
+
+# The only names a computing module (anything a stage depends on) may import from a driver
+# module, with the reason using each changes no result. tests/pipeline/test_pipeline_deps.py
+# holds every import of a computing module to this list.
+DRIVER_NAMES = {
+    "nlpzoo.errors": {
+        name: "an exception class: raising it stops the stage, nothing is written"
+        for name in ("NlpzooError", "ConfigError", "DataError", "ChecksumError", "TrainingError")
+    },
+    "nlpzoo.cli": {
+        "root": "the working directory, where DVC runs the stage",
+        "run_stage": "runs the stage's main with logging and one-line errors",
+        "load_params": "params.yaml's mapping as YAML read it, once checked",
+    },
+    "nlpzoo.pipeline": {
+        "package_dir": "the resume fingerprint: whether an interrupted run resumes, not what "
+        "it computes",
+        "run_code": "the resume fingerprint's files, as above",
+        "ROOFLINE": "a file the report reads, written into the report stage's deps by the "
+        "generator: a change to it changes the stage",
+        "stage_order": "the timing files the report reads, written into the report stage's "
+        "deps: a change to it changes the stage",
+        "closure": "the files whose third-party imports are the registered model's "
+        "requirements: the register stage's record is the registry's answer",
+        "module_path": "as `closure`",
+    },
+    "nlpzoo.tracking": {
+        "Tracker": "the MLflow run: logs what the stage computed",
+        "RUN_FILE": "the file in which the MLflow run's id is kept, written and read by "
+        "tracking's own calls",
+        "fetch_run_dir": "downloads a registered run's files from the store",
+        "_git_commit": "the commit the report names, read from git",
+        **{
+            name: "the MLflow client of the register stage: where the store is, how a call is "
+            "retried, locked or refused"
+            for name in (
+                "MODEL",
+                "_chain",
+                "_is_connection_failure",
+                "_process_tracking_uri",
+                "_store_lock",
+                "_with_retries",
+                "store_failure",
+                "tracking_uri",
+            )
+        },
+    },
+}
 
 
 def package_dir(root: Path) -> Path:
@@ -139,11 +211,17 @@ def _with_parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def closure(entry_files: list[Path], entry_modules: list[str], pkg: Path) -> set[Path]:
-    """Every file under `pkg` that running the entry points executes (by static imports)."""
+def closure(
+    entry_files: list[Path], entry_modules: list[str], pkg: Path, drivers: Iterable[str] = ()
+) -> set[Path]:
+    """Every file under `pkg` that running the entry points executes (by static imports), less
+    the modules of `drivers` and what only they import (a stage's code: `drivers=DRIVERS`)."""
+    skip = set(drivers)
     todo: list[Path] = list(entry_files)
     for module in entry_modules:
         for name in _with_parents(module):
+            if name in skip:
+                continue
             p = module_path(name, pkg)
             if p is None and name == module:
                 raise ConfigError(f"module {module} not found under {pkg}")
@@ -157,6 +235,8 @@ def closure(entry_files: list[Path], entry_modules: list[str], pkg: Path) -> set
         seen.add(path)
         for module in imported_modules(path, pkg):
             for name in _with_parents(module):
+                if name in skip:
+                    continue
                 p = module_path(name, pkg)
                 if p is not None and p not in seen:
                     todo.append(p)
@@ -181,13 +261,15 @@ def run_code(root: Path, stage: str, family: str) -> list[str]:
         [root / "stages" / f"{stage}.py"],
         [f"nlpzoo.families.{family}", _model_module(family), f"nlpzoo.tasks.{fam.task}"],
         pkg,
+        DRIVERS,
     )
     return _relative(files, root)
 
 
 def script_code(root: Path, script: str) -> list[str]:
     """Repository-relative files a stage script executes (data stages, mixture, report)."""
-    return _relative(closure([root / "stages" / f"{script}.py"], [], package_dir(root)), root)
+    files = closure([root / "stages" / f"{script}.py"], [], package_dir(root), DRIVERS)
+    return _relative(files, root)
 
 
 def _relative(files: set[Path], root: Path) -> list[str]:
@@ -204,16 +286,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
     """The `stages:` mapping of dvc.yaml for `params` and the code under `root`."""
     specs = parse_models(params)
     out: dict[str, Any] = {}
-    out["corpus"] = {
-        "foreach": DATA_ROLES["corpus"],
-        "do": {
-            "cmd": "python stages/corpus.py ${item}",
-            "deps": script_code(root, "corpus"),
-            "params": _present(params, "lm", "mt"),
-            "outs": ["data/raw/${item}"],
-            "metrics": [_timing("corpus@${item}")],
-        },
-    }
+    out["corpus"] = _corpus(params, root)
     out["prepare"] = {
         "foreach": DATA_ROLES["prepare"],
         "do": {
@@ -250,8 +323,7 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             "cmd": f"python stages/train.py {shlex.quote(name)}",
             "deps": [*run_code(root, "train", spec.family), f"data/{spec.data}"],
             "params": [*run_params[name], *_present(params, "trainer", "seed")],
-            "outs": [f"models/{name}"],
-            "metrics": [_timing(f"train-{name}")],
+            "outs": [f"models/{name}", _timing(f"train-{name}", run_cache=False)],
             "plots": [{f"plots/{name}.csv": {"cache": False, "x": "epoch", "y": _curve_y(spec)}}],
         }
     for name, spec in specs.items():
@@ -268,15 +340,16 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
                 *run_params[name],
                 *_present(params, "trainer", *(["evaluation"] if extra else [])),
             ],
-            "outs": [f"eval/{name}"],
-            "metrics": [{f"metrics/{name}.json": {"cache": False}}, _timing(f"evaluate-{name}")],
+            "outs": [f"eval/{name}", _timing(f"evaluate-{name}", run_cache=False)],
+            "metrics": [{f"metrics/{name}.json": {"cache": False}}],
         }
     lms = [name for name, spec in specs.items() if spec.task == "lm"]
     out["mixture"] = {
         "cmd": "python stages/mixture.py",
         "deps": [*script_code(root, "mixture"), *(f"eval/{name}" for name in lms)],
         "params": [*_present(params, "mixture"), *(f"models.{name}" for name in lms)],
-        "metrics": [{"metrics/mixtures.json": {"cache": False}}, _timing("mixture")],
+        "outs": [_timing("mixture", run_cache=False)],
+        "metrics": [{"metrics/mixtures.json": {"cache": False}}],
     }
     out["report"] = {
         "cmd": "python stages/report.py",
@@ -293,18 +366,15 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
             *(timing_file(stage) for stage in stage_order(specs)),  # not its own
         ],
         "params": [{"params.yaml": None}],
-        "outs": [{"reports": {"cache": False}}],
-        "metrics": [_timing("report")],
+        "outs": [{"reports": {"cache": False}}, _timing("report", run_cache=False)],
     }
     for name in specs:  # after the report: a store without a registry never holds it up
         out[f"register-{name}"] = {
             "cmd": f"python stages/register.py {shlex.quote(name)}",
             "deps": [*script_code(root, "register"), f"models/{name}", f"metrics/{name}.json"],
             "params": [*run_params[name], *_present(params, "mlflow")],
-            "metrics": [
-                {f"registry/{name}.json": {"cache": False}},
-                _timing(f"register-{name}"),
-            ],
+            "outs": [_timing(f"register-{name}", run_cache=False)],
+            "metrics": [{f"registry/{name}.json": {"cache": False}}],
         }
     return out
 
@@ -312,12 +382,76 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
 ROOFLINE = "benchmarks/results/roofline.json"
 
 
-def _timing(stage: str) -> dict:
-    """A stage's timing file, as a metric not cached (git keeps it, like metrics/): a stage that
-    is not rerun keeps the time of its last run. A metric, not a plain out: DVC saves a stage
-    to its run cache only when every uncached out is a metric or a plot (`Stage.run` in DVC 3),
-    and the run cache is what brings back params A's outputs, and A's time, after A -> B -> A."""
-    return {timing_file(stage): {"cache": False}}
+def _timing(stage: str, run_cache: bool = True) -> dict:
+    """A stage's timing file, not cached (git keeps it, like metrics/): a stage that is not rerun
+    keeps the time of its last run.
+
+    With `run_cache` (the data stages) it is declared a metric: DVC saves a stage to its run
+    cache only when every uncached out is a metric or a plot (`Stage.run` in DVC 3), and the run
+    cache is what brings back params A's outputs, and A's time, after A -> B -> A. Without
+    (train-RUN, evaluate-RUN, register-RUN, mixture, report) it is a plain out, `persist: true`:
+    DVC neither saves a stage with a persistent out to its run cache nor restores one from it,
+    or from dvc.lock and its cache (`_can_hash` in `dvc/stage/cache.py`), so these stages
+    always run when they are out of date. Their outputs stand for an MLflow run and a
+    registered model version that a restored copy would not bring back (a new mlflow.db, a
+    new tracking server). Persisting the file changes nothing else: the stage rewrites it. Not
+    a metric, so `dvc exp show` holds the runs' own metrics and not the time of every stage an
+    experiment reran (docs/design.md §5)."""
+    spec: dict[str, Any] = {"cache": False}
+    if not run_cache:
+        spec["persist"] = True
+    return {timing_file(stage): spec}
+
+
+# where an unused slot of a corpus stage's user files points: a file it depends on anyway
+_NO_FILE = "stages/corpus.py"
+
+
+def _corpus(params: dict, root: Path) -> dict[str, Any]:
+    """The `corpus` foreach stage. The user's own corpus files (`lm.files` with `lm.source:
+    text`, `mt.files` with `mt.source: parallel`) that lie inside the project are deps of
+    their role's stage, so an edited file reruns it (and the run cache keys on its content).
+    DVC's templating cannot give each item its own list of deps, so the items become a mapping
+    of fixed slots `file1..fileN`, each role's files, the unused slots `_NO_FILE` (a dep of
+    every role anyway). A file outside the project is no dep: dvc.yaml would then name a path
+    of one machine (`~/corpus.txt`), and dvc.yaml is committed; it makes the stage
+    `always_changed` instead, and DVC's templating cannot set that per item, so every corpus
+    role reruns on each `dvc repro` (`fetch_corpus` says so in one line)."""
+    from nlpzoo.config import build
+    from nlpzoo.params import LMDataConfig, MTDataConfig, inside_project, user_files
+
+    lm = build(LMDataConfig, params.get("lm"), "lm")
+    mt = build(MTDataConfig, params.get("mt"), "mt")
+    roles = DATA_ROLES["corpus"]
+    inside: dict[str, list[str]] = {}
+    outside = False
+    for role in roles:
+        where = [inside_project(f, root) for f in user_files(role, lm, mt)]
+        inside[role] = list(dict.fromkeys(w for w in where if w is not None))
+        outside = outside or None in where
+    slots = max(len(files) for files in inside.values())
+    name = "${key}" if slots else "${item}"  # a mapping's items are `key`, a list's `item`
+    do: dict[str, Any] = {
+        "cmd": f"python stages/corpus.py {name}",
+        "deps": [
+            *script_code(root, "corpus"),
+            *(f"${{item.file{i}}}" for i in range(1, slots + 1)),
+        ],
+        "params": _present(params, "lm", "mt"),
+        "outs": [f"data/raw/{name}"],
+        "metrics": [_timing(f"corpus@{name}")],
+    }
+    if outside:
+        do["always_changed"] = True
+    if not slots:
+        return {"foreach": roles, "do": do}
+    items = {
+        role: {
+            f"file{i}": (files[i - 1] if i <= len(files) else _NO_FILE) for i in range(1, slots + 1)
+        }
+        for role, files in inside.items()
+    }
+    return {"foreach": items, "do": do}
 
 
 def _present(params: dict, *sections: str) -> list[str]:

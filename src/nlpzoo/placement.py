@@ -109,14 +109,6 @@ def resolve_accelerator(name: Any) -> str:
     return "cuda" if name in _CUDA else name
 
 
-def resolve_deterministic(value: bool | str, accelerator: str) -> bool | str:
-    """`deterministic` as Lightning takes it (rule 3): `auto` is `warn` on an accelerator and
-    false on the CPU; true, false and warn stay as set."""
-    if value == "auto":
-        return False if accelerator == "cpu" else "warn"
-    return value
-
-
 def cpu_kernel(family: Any, config: Any) -> bool:
     """Rule 1: the run's kernel runs only on the CPU (a family without Lightning, or one whose
     config says its `kernel_device()` is the CPU)."""
@@ -133,7 +125,7 @@ def place(run: Any) -> Placement:
 
 def place_config(family: Any, config: Any, cfg: Any, name: str = "") -> Placement:
     """`place` from a run's family record, family config and TrainerConfig."""
-    from nlpzoo.training.trainer import resolve_precision
+    from nlpzoo.training.trainer import resolve_deterministic, resolve_precision
 
     kernel = cpu_kernel(family, config)
     if kernel:

@@ -272,6 +272,7 @@ def _logged_model(client: Any, run: Run, experiment_id: str, run_id: str) -> str
     from nlpzoo.tracking import MODEL, _with_retries
 
     files = _run_files(run)
+    _check_vocabulary(run, files)
     fingerprint = _fingerprint(files)
     found = _with_retries(
         lambda: client.search_logged_models(
@@ -315,6 +316,18 @@ def _fingerprint(files: list[Path]) -> str:
         digest.update(path.read_bytes())
     digest.update("\n".join(requirements()).encode())
     return digest.hexdigest()
+
+
+def _check_vocabulary(run: Run, files: list[Path]) -> None:
+    """Refuse to log a vocabulary other than the one the run was trained on (the data
+    folder's, rebuilt since): the model would answer with other words."""
+    from nlpzoo.use.run import VOCABULARY_HASHES, TrainedRun, check_vocabulary
+
+    config = json.loads((run.model_dir / "config.json").read_text())
+    trained = TrainedRun(run.name, run.model_dir, config, run.root)
+    for path in files:
+        if path.name in VOCABULARY_HASHES:
+            check_vocabulary(trained, path, path.read_bytes())
 
 
 def _run_files(run: Run) -> list[Path]:

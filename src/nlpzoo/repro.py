@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nlpzoo.errors import PROJECT_ERRORS, error_line
-from nlpzoo.params import load_params as load_project_params
 from nlpzoo.params import parse_models
+from nlpzoo.params_file import load_params as load_project_params
 
 DATA_STAGES = ["corpus", "prepare", "vocab", "cooccur"]
 ARM_STAGES = ("train", "evaluate", "register")  # a run's own stages, in order

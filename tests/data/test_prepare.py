@@ -391,9 +391,9 @@ def parallel_files(tmp_path: Path, counts: dict[str, tuple[int, int]]) -> dict[s
 
 def test_prepare_mt_parallel_writes_aligned_raw_lines(tmp_path):
     files = parallel_files(tmp_path, {"train": (4, 4), "valid": (2, 2), "test": (3, 3)})
-    # untokenized, cased text and an empty line stay as they are (BLEU references)
-    write_lines(Path(files["test"][0]), ["Zwei  Hunde, laufen!", "", "Ärger."])
-    write_lines(Path(files["test"][1]), ["Two  dogs, run!", "", "Trouble."])
+    # untokenized, cased text and spacing stay as they are (BLEU references)
+    write_lines(Path(files["test"][0]), ["Zwei  Hunde, laufen!", " Ja ", "Ärger."])
+    write_lines(Path(files["test"][1]), ["Two  dogs, run!", " Yes ", "Trouble."])
     raw = tmp_path / "raw"
     copy_user_files(files, raw, "parallel")
     assert sorted(p.name for p in raw.iterdir()) == [
@@ -411,8 +411,8 @@ def test_prepare_mt_parallel_writes_aligned_raw_lines(tmp_path):
     assert json.loads((out / "stats.json").read_text()) == stats
     assert (out / "train.src").read_text(encoding="utf-8").splitlines()[3] == "Ein Satz train 3 ."
     assert (out / "train.tgt").read_text(encoding="utf-8").splitlines()[3] == "A sentence train 3 ."
-    assert (out / "test.src").read_text(encoding="utf-8") == "Zwei  Hunde, laufen!\n\nÄrger.\n"
-    assert (out / "test.tgt").read_text(encoding="utf-8") == "Two  dogs, run!\n\nTrouble.\n"
+    assert (out / "test.src").read_text(encoding="utf-8") == "Zwei  Hunde, laufen!\n Ja \nÄrger.\n"
+    assert (out / "test.tgt").read_text(encoding="utf-8") == "Two  dogs, run!\n Yes \nTrouble.\n"
     for split in ("train", "valid", "test"):
         src = (out / f"{split}.src").read_text(encoding="utf-8").splitlines()
         tgt = (out / f"{split}.tgt").read_text(encoding="utf-8").splitlines()

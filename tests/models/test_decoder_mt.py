@@ -50,3 +50,24 @@ def test_loss_ignores_the_prompt_positions():
     _, loss_changed = model(src, tgt_in, changed)
     torch.testing.assert_close(loss_fwd, loss.detach())
     assert abs(loss_changed.item() - loss_fwd.item()) > 1e-4
+
+
+def test_training_loss_and_gradients_equal_those_of_the_logits_at_every_position():
+    """In training the output layer runs at the target positions alone, never at the prompt or
+    the padding: the same loss and gradients as the full (B, P, V) logits with the prompt-masked
+    loss, for (B·P − N)·C·V multiply-adds less."""
+    from mt_exact import V, assert_same_loss_and_gradients, masked_mean_loss, padded_batch
+
+    torch.manual_seed(0)
+    cfg = decoder_mt.Config(
+        d_model=16, heads=2, num_layers=2, d_ff=32, dropout=0.0, label_smoothing=0.1
+    )
+    model = decoder_mt.DecoderMT(cfg, V)
+
+    def old_loss(model, src, tgt_in, labels):
+        inputs, seq_labels = decoder_mt.build_sequence(src, tgt_in, labels)
+        return masked_mean_loss(model.lm_logits(inputs), seq_labels, cfg.label_smoothing)
+
+    src, tgt_in, _ = padded_batch()
+    rows = src.shape[0] * (src.shape[1] + 1 + tgt_in.shape[1])  # B·P
+    assert_same_loss_and_gradients(model, old_loss, rows, cfg.d_model * V)

@@ -24,6 +24,7 @@ from nlpzoo.data.word2vec import (
     ChunkSampler,
     Word2VecChunks,
     keep_probability,
+    sentence_cuts,
     word2vec_dataloader,
 )
 from nlpzoo.models import word2vec_threads
@@ -35,7 +36,6 @@ from nlpzoo.models.word2vec_threads import (
     PIECE_TOKENS,
     make_tables,
     piece_plan,
-    sentence_cuts,
     splitmix64,
     train_tokens,
 )

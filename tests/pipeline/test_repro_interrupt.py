@@ -39,9 +39,15 @@ def _project(repo: Path, inputs: Path) -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
     params["lm"].update(
-        source="text", files={"all": str(inputs / "corpus.txt")}, split_tokens=[9000, 2000]
+        source="text", files={"all": "inputs/corpus.txt"}, split_tokens=[9000, 2000]
     )
-    params["mt"].update(source="parallel", files=_tiny_parallel(inputs))
+    # relative to the project, as a user writes them: a queued experiment's copy of the project
+    # finds them in its own inputs/
+    parallel = _tiny_parallel(inputs)
+    params["mt"].update(
+        source="parallel",
+        files={k: [f"inputs/{Path(f).name}" for f in v] for k, v in parallel.items()},
+    )
     params["vocab"]["lm"]["min_count"] = 2
     params["vocab"]["mt"]["vocab_size"] = 40
     params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
@@ -118,11 +124,11 @@ def _children(pid: int) -> list[int]:
 
 def test_ctrl_c_of_make_repro_then_the_next_one_resumes(tmp_path):
     plain, repo = tmp_path / "plain", tmp_path / "repo"
-    env = _project(plain, tmp_path / "inputs-plain")
+    env = _project(plain, plain / "inputs")  # inside the project, where DVC watches it
     _finish(plain, env)
     expected = _metrics(plain)
 
-    env = _project(repo, tmp_path / "inputs")
+    env = _project(repo, repo / "inputs")
     proc = _repro(repo, env)
     ckpt = repo / "checkpoints" / "nnlm" / "resume.ckpt"
     deadline = time.monotonic() + 300

@@ -160,6 +160,13 @@ def test_translate_refuses_bad_input_with_one_line(project, tmp_path):
     (damaged / "spm.model").write_bytes((damaged / "spm.model").read_bytes()[:100])
     code, out, err = _translate(project, "--run", "damaged", str(good))
     assert code == 1 and out == "" and err.count("\n") == 1, err
+    # not the file it was trained on (config.json holds its SHA-256)
+    assert "run 'damaged': " in err and "is not the vocabulary it was trained on" in err, err
+    config = json.loads((damaged / "config.json").read_text())
+    del config["spm_sha256"]  # a run trained before the hash was recorded: checked on loading
+    (damaged / "config.json").write_text(json.dumps(config))
+    code, out, err = _translate(project, "--run", "damaged", str(good))
+    assert code == 1 and out == "" and err.count("\n") == 1, err
     assert "run 'damaged': " in err and "spm.model cannot be loaded" in err, err
     (damaged / "spm.model").unlink()
     assert "spm.model is missing" in _translate(project, "--run", "damaged", str(good))[2]

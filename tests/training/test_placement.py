@@ -11,7 +11,7 @@ import torch
 
 from nlpzoo import placement
 from nlpzoo.errors import ConfigError
-from nlpzoo.params import load_params
+from nlpzoo.params_file import load_params
 from nlpzoo.placement import place
 from nlpzoo.tasks import Run
 from nlpzoo.tracking import Tracker

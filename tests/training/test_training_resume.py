@@ -1,7 +1,9 @@
 """Interrupted training resumes from its last checkpoint and ends where an uninterrupted run ends.
 
-In process, a run is "killed" by a callback raising KeyboardInterrupt at a chosen step (what Ctrl-C
-does inside Lightning); the subprocess test sends a real SIGKILL to `stages/train.py`. The
+In process, a run is "killed" by a callback raising KeyboardInterrupt at a chosen step (a kill that
+leaves no time to save: the rerun resumes from the last periodic checkpoint), or interrupted by a
+real SIGINT or SIGTERM sent to the process (a checkpoint of the step in flight is written on the
+way out: the rerun resumes there); the subprocess tests send real signals to `stages/train.py`. The
 checkpoint holds weights, optimizer and scheduler, loop counters and data position, callback
 states, RNG states and a recurrent model's carried hidden state, so on CPU the resumed run must
 reproduce the uninterrupted one bit for bit.
@@ -24,7 +26,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 
-from interrupts import FirstStep, KillAt, train_with
+from interrupts import FirstStep, InterruptAt, KillAt, train_with
 from nlpzoo import lifecycle, training
 from nlpzoo.tracking import Tracker
 from projects import inactive, make_project
@@ -125,23 +127,73 @@ def uninterrupted(tmp_path_factory):
     return get
 
 
+def _no_output(root: Path, run: str) -> None:
+    """Neither models/RUN nor a half-written temporary of it is left."""
+    assert not (root / "models" / run).exists()
+    assert not list((root / "models").glob(f".{run}*")), list((root / "models").iterdir())
+
+
+def _checkpoint_step(root: Path, run: str) -> int:
+    ckpt = torch.load(root / "checkpoints" / run / "resume.ckpt", weights_only=True)
+    return int(ckpt["global_step"])
+
+
+# kill: no time to save (the step-40 periodic checkpoint is the last); SIGINT (Ctrl-C) and
+# SIGTERM: the checkpoint of the step in flight is written before the process exits. Step 47 is
+# mid second epoch (25-35 batches each), 7 steps after the step-40 checkpoint.
+STOPS = {
+    "kill": (lambda: KillAt(47), 40, (KeyboardInterrupt, SystemExit)),
+    "SIGINT": (lambda: InterruptAt(47, signal.SIGINT), 47, SystemExit),  # Lightning: exit 1
+    "SIGTERM": (lambda: InterruptAt(47, signal.SIGTERM), 47, SystemExit),  # the stage: 143
+}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
 @pytest.mark.parametrize("run", list(RUNS))
-def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(
-    project, monkeypatch, uninterrupted, run
+def test_stopped_run_resumes_and_ends_like_an_uninterrupted_one(
+    project, monkeypatch, uninterrupted, run, stop
 ):
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
     params, starts = tiny_params(run), []
     reference, curve = uninterrupted(run)
-
-    kill_at = 47  # mid second epoch (25-35 batches each), 7 steps after the step-40 checkpoint
-    with pytest.raises((KeyboardInterrupt, SystemExit)):
-        train_with(monkeypatch, params, run, project, KillAt(kill_at), FirstStep(starts))
-    assert (project / "checkpoints" / run / "resume.ckpt").is_file()
-    assert not (project / "models" / run).exists() or not list(
-        (project / "models").glob(f".{run}.*")
-    )  # no half-written output
+    make, resumes_at, raised = STOPS[stop]
+    term = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(raised) as stopped:
+        train_with(monkeypatch, params, run, project, make(), FirstStep(starts))
+    if stop == "SIGINT":
+        assert stopped.type is SystemExit and stopped.value.code == 1
+    if stop == "SIGTERM":
+        assert stopped.type is SIGTERMException  # the stage exits with 143 (cli.run_stage)
+    assert signal.getsignal(signal.SIGTERM) == term  # the fit's handler is gone
+    assert _checkpoint_step(project, run) == resumes_at
+    _no_output(project, run)
 
     train_with(monkeypatch, params, run, project, FirstStep(starts))
-    assert starts == [0, 40]  # resumed at its last checkpoint, not from step 0
+    assert starts == [0, resumes_at]  # where the checkpoint was written, not from step 0
+    resumed = _weights(project, run)
+    for name, tensor in reference.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
+    assert _curve(project, run) == curve
+
+
+# 34 steps an epoch: the first epoch's last two steps, the second's first, the run's last
+@pytest.mark.parametrize("at", [33, 34, 35, 68])
+def test_an_interrupt_near_an_epoch_end_resumes_like_an_uninterrupted_run(
+    project, monkeypatch, uninterrupted, at
+):
+    """A signal during an epoch's last steps (then validation, the epoch-end checkpoint) or
+    the next epoch's first: the rerun resumes at the step it was saved at and ends the same."""
+    run, starts = "nnlm", []
+    reference, curve = uninterrupted(run)
+    params = tiny_params(run)
+    with pytest.raises(SystemExit):
+        train_with(monkeypatch, params, run, project, InterruptAt(at), FirstStep(starts))
+    saved = _checkpoint_step(project, run)
+    assert saved == at
+    train_with(monkeypatch, params, run, project, FirstStep(starts))
+    # the run's last step: the checkpoint is the finished run's, and the rerun trains nothing
+    assert starts == ([0] if at == 68 else [0, saved])
     resumed = _weights(project, run)
     for name, tensor in reference.items():
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
@@ -182,10 +234,32 @@ def test_changed_params_start_fresh(project, monkeypatch):
     params = tiny_params(run)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
         train_with(monkeypatch, params, run, project, KillAt(25), FirstStep(starts))
-    params[run]["lr"] = 0.05  # other params: the checkpoint of step 20 is not theirs
-    params[run]["trainer"]["max_epochs"] = 1
+    params[run]["lr"] = 0.05  # one other setting: the checkpoint of step 20 is not its
     train_with(monkeypatch, params, run, project, FirstStep(starts))
     assert starts == [0, 0]
+
+
+@pytest.mark.parametrize("change", ["corpus", "vocabulary"])
+def test_changed_data_starts_fresh(project, monkeypatch, caplog, change):
+    """The same params on other data: one token of the training corpus, or a vocabulary of
+    other counts."""
+    run, starts = "nnlm", []
+    params = tiny_params(run)
+    _killed(monkeypatch, params, run, project, 25, starts)
+    lm = project / "data" / "vocab" / "lm"
+    if change == "corpus":
+        train = np.load(lm / "train.npy")
+        train[len(train) // 2] = (train[len(train) // 2] + 1) % train.max()
+        np.save(lm / "train.npy", train)
+    else:
+        lines = (lm / "vocab.txt").read_text().splitlines()
+        word, count = lines[-1].split("\t")  # word<TAB>count
+        lines[-1] = f"{word}\t{int(count) + 1}"
+        (lm / "vocab.txt").write_text("\n".join(lines) + "\n")
+    with caplog.at_level("WARNING"):
+        train_with(monkeypatch, params, run, project, FirstStep(starts))
+    assert starts == [0, 0]
+    assert f"checkpoints/{run}: written for other data; training from the start" in caplog.text
 
 
 def test_fingerprint_covers_settings_and_every_token():
@@ -211,8 +285,72 @@ def test_prepare_resume_needs_a_matching_readable_checkpoint(tmp_path):
     (ckpt / "resume.ckpt").write_bytes(b"truncated by a kill")
     assert training.prepare_resume(ckpt, "a" * 64) is None  # unreadable: fresh
     torch.save({"global_step": 12}, ckpt / "resume.ckpt")
-    assert training.prepare_resume(ckpt, "b" * 64) is None  # another fingerprint: cleared
-    assert sorted(p.name for p in ckpt.iterdir()) == ["fingerprint"]
+    assert training.prepare_resume(ckpt, "b" * 64) is None  # another fingerprint: set aside
+    assert sorted(p.name for p in ckpt.iterdir()) == ["fingerprint", "stale"]
+
+
+def test_checkpoints_of_other_settings_are_kept_aside_bounded_and_restored(tmp_path, caplog):
+    """A mismatched set goes to stale/<fingerprint[:12]>/ with the fingerprint.json naming its
+    params; the newest three sets are kept; the fingerprint of a kept set brings it back."""
+    ckpt = tmp_path / "checkpoints" / "run"
+    stale = ckpt / "stale"
+
+    def interrupted(fp: str, step: int) -> None:  # a run of fingerprint `fp` killed at `step`
+        training.prepare_resume(ckpt, fp, parts={"params": {"lr": fp[0]}})
+        torch.save({"global_step": step}, ckpt / "resume.ckpt")
+
+    interrupted("a" * 64, 1)
+    with caplog.at_level("WARNING"):
+        interrupted("b" * 64, 2)
+    kept = stale / ("a" * 12)
+    assert sorted(p.name for p in kept.iterdir()) == [
+        "fingerprint",
+        "fingerprint.json",
+        "resume.ckpt",
+    ]
+    assert json.loads((kept / "fingerprint.json").read_text()) == {"params": {"lr": "a"}}
+    moved = [r.getMessage() for r in caplog.records if "moved to" in r.getMessage()]
+    assert moved == [
+        f"checkpoints/run: the checkpoints of its earlier settings moved to "
+        f"checkpoints/run/stale/{'a' * 12} (see fingerprint.json there)"
+    ]
+    for fp, step in (("c" * 64, 3), ("d" * 64, 4), ("e" * 64, 5)):
+        interrupted(fp, step)
+    assert sorted(p.name for p in stale.iterdir()) == ["b" * 12, "c" * 12, "d" * 12]  # newest 3
+    assert torch.load(ckpt / "resume.ckpt", weights_only=True)["global_step"] == 5
+
+    # the settings of a kept set again: it is resumed; the current one takes its place aside
+    assert training.prepare_resume(ckpt, "c" * 64) == ckpt / "resume.ckpt"
+    assert torch.load(ckpt / "resume.ckpt", weights_only=True)["global_step"] == 3
+    assert (ckpt / "fingerprint").read_text().strip() == "c" * 64
+    assert sorted(p.name for p in stale.iterdir()) == ["b" * 12, "d" * 12, "e" * 12]
+    assert torch.load(stale / ("e" * 12) / "resume.ckpt", weights_only=True)["global_step"] == 5
+    # a set without a checkpoint (killed before its first) is not worth keeping
+    training.prepare_resume(ckpt, "f" * 64)
+    training.prepare_resume(ckpt, "0" * 64)
+    assert "f" * 12 not in [p.name for p in stale.iterdir()]
+
+
+def test_reverting_a_change_resumes_the_checkpoints_kept_aside(project, monkeypatch, caplog):
+    """Killed with lr 0.1 (checkpoint of step 20), rerun with lr 0.05 (fresh, killed again),
+    then with lr 0.1 again: that rerun resumes at step 20 and ends as an uninterrupted run."""
+    run, starts = "nnlm", []
+    params = tiny_params(run, max_epochs=1)
+    _killed(monkeypatch, params, run, project, 25, starts)
+    other = tiny_params(run, max_epochs=1)
+    other[run]["lr"] = 0.05
+    _killed(monkeypatch, other, run, project, 15, starts)
+    (kept,) = (project / "checkpoints" / run / "stale").iterdir()
+    recorded = json.loads((kept / "fingerprint.json").read_text())
+    assert recorded["params"]["config"]["lr"] == 0.1  # what the set kept aside trained with
+    with caplog.at_level("INFO"):
+        train_with(monkeypatch, params, run, project, FirstStep(starts))
+    assert starts == [0, 0, 20]
+    assert "restored from stale/" in caplog.text
+    reference = make_project(project / "reference")
+    train_with(monkeypatch, params, run, reference)
+    for name, tensor in _weights(reference, run).items():
+        torch.testing.assert_close(_weights(project, run)[name], tensor, rtol=0, atol=0, msg=name)
 
 
 def test_sigkill_then_rerun_resumes_the_stage(tmp_path, uninterrupted):
@@ -268,6 +406,7 @@ def test_checkpoint_every_minutes_and_steps_after_optimizer_steps(monkeypatch, t
 
     class Trainer:  # what ResumeCheckpoint reads
         global_step = 0
+        world_size = 1
         strategy = type("S", (), {"broadcast": staticmethod(lambda obj: obj)})
 
     for every_steps, every_minutes, expected in ((0, 1.0, [60, 120, 180]), (50, 0, [50, 100, 150])):
@@ -286,6 +425,7 @@ def test_checkpoint_every_minutes_and_steps_after_optimizer_steps(monkeypatch, t
             clock["now"] += 1.0  # one second per step
             cb.on_train_batch_end(Trainer, None, None, None, step)
             cb.on_train_batch_end(Trainer, None, None, None, step)  # no new optimizer step
+        cb.teardown(Trainer, None, "fit")
         assert saved == expected
 
 
@@ -457,3 +597,141 @@ def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_train
     lifecycle.evaluate(params, run, root)
     assert not (root / "checkpoints" / run).exists()
     assert (root / "metrics" / f"{run}.json").is_file()
+
+
+def _md5(path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("how", ["dvc.lock records the outputs", "NLPZOO_FRESH=1"])
+def test_a_forced_rerun_of_a_finished_run_trains_afresh(tmp_path, monkeypatch, how):
+    """`dvc repro --force train-RUN` after DVC recorded the finished run's outputs (dvc.lock
+    holds the MD5 of the curve that training wrote), or NLPZOO_FRESH=1: the finished run's
+    checkpoints are not resumed, the run trains again from step 0. (Without either, a rerun
+    trains nothing: test_a_finished_run_keeps_its_checkpoints_until_evaluate_...)"""
+    run, starts = "nnlm", []
+    root = make_project(tmp_path / "proj")
+    params = tiny_params(run, max_epochs=1)
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
+    counter = _Batches()
+    train_with(monkeypatch, params, run, root, counter, FirstStep(starts))
+    trained = counter.count
+    curve = root / "plots" / f"{run}.csv"
+    lock = {
+        "schema": "2.0",
+        "stages": {
+            f"train-{run}": {
+                "cmd": f"python stages/train.py {run}",
+                "outs": [{"path": f"plots/{run}.csv", "hash": "md5", "md5": "0" * 32}],
+            }
+        },
+    }
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))  # an earlier training's outputs
+    shutil.rmtree(root / "models" / run)  # what DVC does before it runs the stage
+    curve.unlink()
+    train_with(monkeypatch, params, run, root, counter, FirstStep(starts))
+    assert counter.count == trained and starts == [0]  # not recorded: nothing to train again
+    if how == "NLPZOO_FRESH=1":
+        monkeypatch.setenv("NLPZOO_FRESH", "1")
+    else:
+        lock["stages"][f"train-{run}"]["outs"][0]["md5"] = _md5(curve)  # DVC committed them
+        (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+    shutil.rmtree(root / "models" / run)
+    curve.unlink()
+    train_with(monkeypatch, params, run, root, counter, FirstStep(starts))
+    assert starts == [0, 0] and counter.count == 2 * trained
+    assert (root / "models" / run / "model.pt").is_file()
+
+
+def test_best_checkpoint_state_names_its_files_relative_to_its_folder(tmp_path):
+    """Saved in one folder and loaded in another (the project moved between a kill and the
+    resume), the best score and best.ckpt's path follow the folder."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from nlpzoo.training.trainer import BestCheckpoint
+
+    before, after = tmp_path / "a" / "checkpoints" / "run", tmp_path / "b" / "checkpoints" / "run"
+    for cls in (BestCheckpoint, ModelCheckpoint):
+        cb = cls(dirpath=before, filename="best", monitor="val/ppl", mode="min")
+        cb.best_model_path = cb.kth_best_model_path = str(before / "best.ckpt")
+        cb.best_model_score = cb.kth_value = torch.tensor(14.5)
+        cb.best_k_models = {str(before / "best.ckpt"): torch.tensor(14.5)}
+        state = cb.state_dict()
+        moved = cls(dirpath=after, filename="best", monitor="val/ppl", mode="min")
+        if cls is ModelCheckpoint:  # Lightning's own forgets the best score: what went wrong
+            with pytest.warns(UserWarning, match="dirpath has changed"):
+                moved.load_state_dict(state)
+            assert moved.best_model_score is None
+            continue
+        assert str(before) not in repr(state)
+        moved.load_state_dict(state)
+        assert moved.best_model_score == torch.tensor(14.5)
+        assert moved.best_model_path == moved.kth_best_model_path == str(after / "best.ckpt")
+        assert list(moved.best_k_models) == [str(after / "best.ckpt")]
+        again = cls(dirpath=before, filename="best", monitor="val/ppl", mode="min")
+        again.load_state_dict(state)  # not moved: the same paths as before
+        assert again.best_model_path == str(before / "best.ckpt")
+
+
+class _BestAtStart(pl.Callback):
+    """Records the best score the checkpoint callback holds when a fit starts."""
+
+    def __init__(self, scores: list) -> None:
+        self.scores = scores
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        best = trainer.checkpoint_callback.best_model_score
+        self.scores.append(None if best is None else float(best))
+
+
+def test_a_project_moved_between_kill_and_resume_keeps_its_best_checkpoint(
+    tmp_path, monkeypatch, uninterrupted
+):
+    run, starts, scores = "nnlm", [], []
+    reference, curve = uninterrupted(run)
+    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
+    params = tiny_params(run)
+    first = make_project(tmp_path / "first")
+    _killed(monkeypatch, params, run, first, 47, starts)  # epoch 0 validated: best.ckpt
+    moved = tmp_path / "moved"
+    shutil.move(first, moved)
+    train_with(monkeypatch, params, run, moved, FirstStep(starts), _BestAtStart(scores))
+    assert starts == [0, 40]
+    epoch0 = float(_curve(moved, run)[0][3])  # val_ppl of epoch 0
+    assert scores == [pytest.approx(epoch0, rel=1e-6)]
+    for name, tensor in reference.items():
+        torch.testing.assert_close(_weights(moved, run)[name], tensor, rtol=0, atol=0, msg=name)
+    assert _curve(moved, run) == curve
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_stage_resumes_at_the_step_it_stopped(tmp_path, signum):
+    """`python stages/train.py` sent SIGINT (Ctrl-C) or SIGTERM once its first periodic
+    checkpoint is written: it writes the checkpoint of the step in flight, exits with 1 or 143
+    and leaves no models/RUN; the rerun resumes at that step, not the periodic checkpoint's."""
+    import re
+
+    run = "nnlm"
+    project = make_project(tmp_path)
+    (project / "params.yaml").write_text(yaml.safe_dump(tiny_params(run)))
+    env = dict(os.environ, MLFLOW_TRACKING_URI="unsupported-scheme://nowhere")
+    cmd = [sys.executable, str(ROOT / "stages" / "train.py"), run]
+    proc = subprocess.Popen(cmd, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
+    ckpt = project / "checkpoints" / run / "resume.ckpt"
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == (1 if signum == signal.SIGINT else 143), err[-3000:]
+    stopped = re.search(r"interrupted after step (\d+): saved", err)
+    assert stopped, err[-3000:]
+    step = int(stopped.group(1))
+    assert _checkpoint_step(project, run) == step
+    _no_output(project, run)
+
+    done = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"(step {step})" in done.stderr, done.stderr[-3000:]

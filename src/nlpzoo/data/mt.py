@@ -21,21 +21,20 @@ pool is sorted by length and cut into batches, and the batches are shuffled agai
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from nlpzoo.data.vocab import BOS, EOS, PAD, read_lines
+from nlpzoo.data.vocab import BOS, EOS, IGNORE, PAD, SEP, read_lines
 from nlpzoo.errors import DataError
 
 log = logging.getLogger(__name__)
-
-SEP = 4  # `<sep>`, the first user-defined SentencePiece symbol: source/target boundary
-IGNORE = -100  # label of a position the loss skips (padding; the prompt of decoder-only MT)
 
 
 class Codec:
@@ -78,9 +77,14 @@ class ParallelSplit:
     tgt_text: list[str]
     src: list[np.ndarray]
     tgt: list[np.ndarray]
+    paths: tuple[Path, Path] | None = None  # the files read (source, target), for messages
 
     def __len__(self) -> int:
         return len(self.src)
+
+    def where(self, i: int) -> str:
+        """Pair i's place: `file:line` of its source."""
+        return f"{self.paths[0]}:{i + 1}" if self.paths else f"pair {i + 1}"
 
 
 def load_split(data_dir: Path, split: str, codec: Codec) -> ParallelSplit:
@@ -97,7 +101,53 @@ def load_split(data_dir: Path, split: str, codec: Codec) -> ParallelSplit:
         )
     if not src_text:
         raise DataError(f"MT {split} split is empty: {paths[0]}")
-    return ParallelSplit(src_text, tgt_text, codec.encode(src_text), codec.encode(tgt_text))
+    return ParallelSplit(
+        src_text, tgt_text, codec.encode(src_text), codec.encode(tgt_text), tuple(paths)
+    )
+
+
+def position_limits(config: Any, extra: int) -> tuple[int, int] | None:
+    """What a translation model's positions table (`max_positions`) holds, in pieces: the longest
+    side of a pair it trains on or scores (any batch of such pairs fits: an encoder–decoder
+    takes the source and `<s> target`, a decoder-only model (`one_sequence`) `<s> source <sep>
+    target`, each padded to the batch's longest), and the longest source it translates (with
+    its longest translation, ⌈max_len_ratio · n⌉ + `extra` pieces). None without a table (the
+    recurrent families)."""
+    table = getattr(config, "max_positions", None)
+    if table is None:
+        return None
+    one_sequence = getattr(config, "one_sequence", False)
+
+    def translates(n: int) -> bool:
+        out = math.ceil(config.max_len_ratio * n) + extra
+        return n + out <= table - 1 if one_sequence else n <= table and out <= table
+
+    n = 0
+    while translates(n + 1):
+        n += 1
+    return ((table - 2) // 2 if one_sequence else table - 1), n
+
+
+def check_scored(split: ParallelSplit, name: str, limits: tuple[int, int] | None) -> None:
+    """Refuse a valid or test split (one line, the first pair's file and line) holding a pair
+    without a source piece or beyond the model's positions (`position_limits`): those pairs are
+    scored and translated as given, never dropped, so the BLEU is always of the whole split."""
+    side, translated = limits or (math.inf, math.inf)
+    for i, (s, t) in enumerate(zip(split.src, split.tgt, strict=True)):
+        if len(s) == 0:
+            why, fix = "its source has no SentencePiece piece (an empty line?)", "fill or remove"
+        elif max(len(s), len(t)) > side or len(s) > translated:
+            why = (
+                f"source {len(s)} pieces, target {len(t)}, but max_positions holds sides of at "
+                f"most {side} pieces and translates sources of at most {translated}"
+            )
+            fix = "raise max_positions or remove"
+        else:
+            continue
+        raise DataError(
+            f"MT {name} pair at {split.where(i)} cannot be scored: {why}; {fix} the pair "
+            "(valid and test pairs are scored as given, never dropped)"
+        )
 
 
 def pad(seqs: list[np.ndarray] | list[list[int]], value: int) -> torch.Tensor:
@@ -118,10 +168,24 @@ def collate(pairs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor, .
 
 
 class PairDataset(torch.utils.data.Dataset):
-    def __init__(self, split: ParallelSplit, max_len: int = 0) -> None:
+    def __init__(self, split: ParallelSplit, max_len: int = 0, side: float = math.inf) -> None:
         keep = range(len(split))
         if max_len:  # drop over-long training pairs (they would dominate a batch's padding)
             keep = [i for i in keep if max(len(split.src[i]), len(split.tgt[i])) <= max_len]
+        # and those the model cannot take: no source piece, or a side beyond its positions
+        unfit = [
+            i
+            for i in keep
+            if not len(split.src[i]) or max(len(split.src[i]), len(split.tgt[i])) > side
+        ]
+        if unfit:
+            log.warning(
+                "MT train: dropped %d pair(s) with no source piece%s, first %s",
+                len(unfit),
+                "" if side == math.inf else f" or a side over max_positions' {side} pieces",
+                ", ".join(split.where(i) for i in unfit[:3]),
+            )
+            keep = sorted(set(keep) - set(unfit))
         self.src = [split.src[i] for i in keep]
         self.tgt = [split.tgt[i] for i in keep]
 
@@ -217,9 +281,16 @@ class MTDataModule(pl.LightningDataModule):
         max_len: int = 0,
         num_workers: int = 0,
         seed: int = 0,
+        limits: tuple[int, int] | None = None,
+        test: ParallelSplit | None = None,
     ) -> None:
+        # limits: the model's `position_limits`; valid and test are checked against them here,
+        # before any training (test is only checked)
         super().__init__()
-        self.train_ds = PairDataset(train, max_len)
+        for name, split in (("valid", valid), ("test", test)):
+            if split is not None:
+                check_scored(split, name, limits)
+        self.train_ds = PairDataset(train, max_len, limits[0] if limits else math.inf)
         self.valid_ds = PairDataset(valid)
         if len(self.train_ds) == 0:
             raise DataError(f"no training pair is at most max_len={max_len} pieces long")

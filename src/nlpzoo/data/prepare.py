@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_dir, atomic_write_json
-from nlpzoo.params import SPLITS, LMDataConfig, MTDataConfig
+from nlpzoo.params import SPLITS, LMDataConfig, MTDataConfig, inside_project, user_files
 
 log = logging.getLogger(__name__)
 
@@ -176,12 +176,59 @@ def prepare_mt(config: MTDataConfig, raw_dir: Path, out_dir: Path) -> dict:
                 )
             if not src:
                 raise DataError(f"parallel {split} files are empty: {src_path}, {tgt_path}")
+            names = _user_names(config, split, (src_path, tgt_path))
+            src, tgt, dropped = _without_empty_pairs(split, src, tgt, names)
+            if dropped:
+                stats[f"{split}_empty_pairs_dropped"] = dropped
             (tmp / f"{split}.src").write_text("\n".join(src) + "\n", encoding="utf-8")
             (tmp / f"{split}.tgt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
             stats[split] = len(src)
         atomic_write_json(tmp / "stats.json", stats)
     log.info("MT corpus %s→%s: %s", config.src, config.tgt, stats)
     return stats
+
+
+def _user_names(config: MTDataConfig, split: str, paths: tuple[Path, Path]) -> tuple[str, str]:
+    """The files to name in a message about `split`: the user's own for `parallel`."""
+    if config.source == "parallel" and split in config.files:
+        return tuple(str(Path(p).expanduser()) for p in config.files[split])
+    return tuple(str(p) for p in paths)
+
+
+def _without_empty_pairs(
+    split: str, src: list[str], tgt: list[str], names: tuple[str, str]
+) -> tuple[list[str], list[str], int]:
+    """The pairs of `split` whose two sides both hold text, and how many were dropped.
+
+    A pair with a blank side teaches nothing (an empty source leaves attention nothing to read
+    and makes the loss NaN), so training pairs are dropped, counted and logged with the first
+    lines. Valid and test pairs are scored as given, never dropped (that would change the BLEU
+    of the split): one of them blank is refused, naming its file and line."""
+    empty = [
+        i for i, (s, t) in enumerate(zip(src, tgt, strict=True)) if not s.strip() or not t.strip()
+    ]
+    if not empty:
+        return src, tgt, 0
+
+    def where(i: int) -> str:
+        return f"{names[0] if not src[i].strip() else names[1]}:{i + 1}"
+
+    if split != "train":
+        raise DataError(
+            f"parallel {split} pair at line {empty[0] + 1} has an empty side ({where(empty[0])}"
+            f"{f'; {len(empty)} such pairs' if len(empty) > 1 else ''}): valid and test pairs "
+            "are scored as given, never dropped; remove or fill the pair"
+        )
+    log.warning(
+        "parallel train: dropped %d pair(s) with an empty side, first %s",
+        len(empty),
+        ", ".join(where(i) for i in empty[:3]),
+    )
+    drop = set(empty)
+    keep = [i for i in range(len(src)) if i not in drop]
+    if not keep:
+        raise DataError(f"parallel train files have no pair with text on both sides: {names[0]}")
+    return [src[i] for i in keep], [tgt[i] for i in keep], len(empty)
 
 
 def copy_user_files(files: dict, out_dir: Path, layout: str) -> list[Path]:
@@ -200,6 +247,18 @@ def copy_user_files(files: dict, out_dir: Path, layout: str) -> list[Path]:
     return copied
 
 
+def _say_outside(role: str, files: list[str], root: Path) -> None:
+    """One line when a role's files lie outside the project (its stage is `always_changed`)."""
+    outside = [f for f in files if inside_project(f, root) is None]
+    if outside:
+        log.warning(
+            "corpus@%s: %s outside the project, which DVC cannot watch: the corpus stages run "
+            "on every `dvc repro` (move the files into the project to have them watched)",
+            role,
+            ", ".join(outside) + (" lies" if len(outside) == 1 else " lie"),
+        )
+
+
 # --------------------------------------------------------------------------- the `corpus` stage
 
 EVAL_SOURCES = ("analogy", "wordsim353", "simlex999")
@@ -216,6 +275,7 @@ def fetch_corpus(
     from nlpzoo.data.sources import fetch_sources
 
     out = raw_root / role
+    _say_outside(role, user_files(role, lm, mt), raw_root.parent.parent)  # root/data/raw
     if role == "lm" and lm.source == "text":
         return copy_user_files(lm.files, out, "text")
     if role == "mt" and mt.source == "parallel":

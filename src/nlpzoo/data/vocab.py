@@ -25,6 +25,8 @@ from nlpzoo.params import LMVocabConfig, MTVocabConfig
 
 UNK, BOS, EOS, PAD = 0, 1, 2, 3
 SPECIALS = ("<unk>", "<s>", "</s>", "<pad>")
+SEP = 4  # `<sep>`, the first user-defined SentencePiece symbol: source/target boundary
+IGNORE = -100  # label of a position the loss skips (padding; the prompt of decoder-only MT)
 
 
 @dataclass

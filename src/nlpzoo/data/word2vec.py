@@ -89,6 +89,19 @@ def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence(list(parts)).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
+def sentence_cuts(tokens: np.ndarray, parts: int) -> np.ndarray:
+    """parts + 1 positions 0 = c_0 <= c_1 <= ... <= c_parts = len(tokens) cutting the stream
+    right after a sentence end near every i·len/parts (or at the end if none follows)."""
+    n = len(tokens)
+    ends = np.flatnonzero(np.asarray(tokens) == EOS) + 1  # positions after each </s>
+    cuts = [0]
+    for i in range(1, parts):
+        k = np.searchsorted(ends, i * n / parts)
+        cuts.append(max(cuts[-1], int(ends[k]) if k < len(ends) else n))
+    cuts.append(n)
+    return np.asarray(cuts, dtype=np.int64)
+
+
 class Word2VecPairs(Dataset):
     """Item i: one ready batch of this rank for the current epoch (see the module docstring):
     inputs (B, 2·window) context ids, −1 for no word, and targets (B,) the centres; centres
@@ -205,13 +218,11 @@ class Word2VecChunks(Dataset):
         epoch, chunk, start   where it comes from (start: its first raw position)
 
     The stream is cut into ⌈N / chunk_tokens⌉ chunks of nearly equal size, each cut right after
-    a sentence end (`nlpzoo.models.word2vec_threads.sentence_cuts`). One process only: the kernel
+    a sentence end (`sentence_cuts`). One process only: the kernel
     shares the weights between threads, not processes.
     """
 
     def __init__(self, stream: np.ndarray, chunk_tokens: int = CHUNK_TOKENS, seed: int = 0) -> None:
-        from nlpzoo.models.word2vec_threads import sentence_cuts
-
         if chunk_tokens < 1:
             raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
         self.stream = np.ascontiguousarray(stream, dtype=np.int32)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nlpzoo.config import require
 
+log = logging.getLogger(__name__)
+
 # output layers of the neural language models (nlpzoo.models.outputs)
 KINDS = ("softmax", "hierarchical", "adaptive")
+# the adaptive output's default cut-offs, chosen for Brown's vocabulary (about 16k words): a
+# shortlist of the 2,000 most frequent words, then tails [2000, 6000) and [6000, V)
+DEFAULT_CUTOFFS = (2000, 6000)
 # learning-rate schedules of the shared optimizer (nlpzoo.training.module.make_optimizer)
 SCHEDULES = ("auto", "constant", "linear", "cosine", "inverse_sqrt")
 
@@ -58,3 +64,27 @@ def check_output(cfg: Any) -> None:
         f"must be strictly increasing positive ids, got {cfg.cutoffs}",
     )
     require(cfg.div_value >= 1, "div_value", f"must be >= 1, got {cfg.div_value}")
+
+
+def fit_cutoffs(cfg: Any, vocab_size: int, run: str = "") -> Any:
+    """`cfg` with the default cut-offs fitted to a vocabulary of `vocab_size` words.
+
+    Only the default list (`DEFAULT_CUTOFFS`, also params.yaml's value) is fitted: a cut-off at or
+    beyond V would start an empty cluster, so it is dropped, and with none left the adaptive
+    output is exactly a full softmax (Grave et al. 2017: the shortlist is the whole vocabulary).
+    Any other list is the user's own and used as given (the model refuses it if impossible).
+    On Brown's vocabulary the default fits as it is and `cfg` is returned unchanged."""
+    if cfg.output != "adaptive" or list(cfg.cutoffs) != list(DEFAULT_CUTOFFS):
+        return cfg
+    kept = [c for c in cfg.cutoffs if c < vocab_size]
+    if kept == list(cfg.cutoffs):
+        return cfg
+    log.info(
+        "%sthe default cutoffs %s do not fit the vocabulary of %d words: using %s%s",
+        f"run '{run}': " if run else "",
+        list(cfg.cutoffs),
+        vocab_size,
+        kept,
+        "" if kept else " (a full softmax)",
+    )
+    return replace(cfg, cutoffs=kept)

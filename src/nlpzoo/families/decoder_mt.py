@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from nlpzoo.families import Family
 from nlpzoo.families.common import AdamSettings, check_adam
@@ -30,6 +31,8 @@ class DecoderMTConfig(AdamSettings):
     beam_size: int = 5
     length_penalty: float = 0.6  # α of lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016); 0 = none
     max_len_ratio: float = 1.5  # a translation ends by ratio · |source| + 10 pieces
+    # source and target share one positions table (`<s> source <sep> target`), not a field
+    one_sequence: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_adam(self)

@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 
 from nlpzoo.config import require
 from nlpzoo.families import Family
-from nlpzoo.families.common import AdamSettings, check_adam, check_output
+from nlpzoo.families.common import (
+    DEFAULT_CUTOFFS,
+    AdamSettings,
+    check_adam,
+    check_output,
+    fit_cutoffs,
+)
 
 
 @dataclass
@@ -16,7 +22,9 @@ class NNLMConfig(AdamSettings):
     hidden_dim: int = 100  # h, tanh hidden units
     direct: bool = False  # direct connections W from features to outputs (paper: yes/no both tried)
     output: str = "softmax"  # softmax | hierarchical (Huffman tree) | adaptive (Grave et al. 2017)
-    cutoffs: list[int] = field(default_factory=lambda: [2000, 6000])  # adaptive: cluster starts
+    cutoffs: list[int] = field(
+        default_factory=lambda: list(DEFAULT_CUTOFFS)
+    )  # adaptive: cluster starts
     div_value: float = 4.0  # adaptive: tail i projects to size d / div_value^(i+1)
     dropout: float = 0.0  # not in the paper; 0 reproduces it
     batch_size: int = 256
@@ -35,6 +43,10 @@ class NNLMConfig(AdamSettings):
         require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
         require(self.lr_decay >= 0, "lr_decay", "must be >= 0")
         require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+
+    def fit_to_vocab(self, vocab_size: int, run: str = "") -> NNLMConfig:
+        """This config with the default adaptive cut-offs fitted to the vocabulary (common.py)."""
+        return fit_cutoffs(self, vocab_size, run)
 
 
 FAMILY = Family(

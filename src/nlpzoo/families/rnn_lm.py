@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 
 from nlpzoo.config import require
 from nlpzoo.families import Family
-from nlpzoo.families.common import AdamSettings, check_adam, check_output
+from nlpzoo.families.common import (
+    DEFAULT_CUTOFFS,
+    AdamSettings,
+    check_adam,
+    check_output,
+    fit_cutoffs,
+)
 
 
 @dataclass
@@ -26,7 +32,9 @@ class RNNLMConfig(AdamSettings):
     # softmax (full, over V) | adaptive (Grave et al. 2017: frequency clusters) | hierarchical
     # (Huffman tree, Morin & Bengio 2005 / Mikolov 2013); all give exact normalised probabilities
     output: str = "softmax"
-    cutoffs: list[int] = field(default_factory=lambda: [2000, 6000])  # adaptive: cluster bounds
+    cutoffs: list[int] = field(
+        default_factory=lambda: list(DEFAULT_CUTOFFS)
+    )  # adaptive: cluster bounds
     div_value: float = 4.0  # adaptive: tail i projects to hidden_dim / div_value^(i+1)
     init_range: float = 0.1  # every parameter ~ U(-r, r) (Zaremba: 0.1 small, 0.05 medium)
 
@@ -54,6 +62,10 @@ class RNNLMConfig(AdamSettings):
             f"{self.output!r}",
         )
         require(self.init_range > 0, "init_range", f"must be positive, got {self.init_range}")
+
+    def fit_to_vocab(self, vocab_size: int, run: str = "") -> RNNLMConfig:
+        """This config with the default adaptive cut-offs fitted to the vocabulary (common.py)."""
+        return fit_cutoffs(self, vocab_size, run)
 
 
 FAMILY = Family(

@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 
 from nlpzoo.config import require
 from nlpzoo.families import Family
-from nlpzoo.families.common import AdamSettings, check_adam, check_output
+from nlpzoo.families.common import (
+    DEFAULT_CUTOFFS,
+    AdamSettings,
+    check_adam,
+    check_output,
+    fit_cutoffs,
+)
 
 
 @dataclass
@@ -23,7 +29,9 @@ class TransformerLMConfig(AdamSettings):
     # adaptive (Grave et al. 2017; Baevski & Auli 2019 for Transformer LMs) | hierarchical:
     # their own output weights, exact normalised probabilities at a fraction of C×V per token
     output: str = "softmax"
-    cutoffs: list[int] = field(default_factory=lambda: [2000, 6000])  # adaptive: cluster bounds
+    cutoffs: list[int] = field(
+        default_factory=lambda: list(DEFAULT_CUTOFFS)
+    )  # adaptive: cluster bounds
     div_value: float = 4.0  # adaptive: tail i projects to d_model / div_value^(i+1)
     batch_size: int = 16  # blocks of block_size tokens per step: 2048 tokens
     optimizer: str = "adam"  # adam (the paper) | sgd
@@ -64,6 +72,10 @@ class TransformerLMConfig(AdamSettings):
             "must be 0 when warmup_steps > 0 (the warm-up schedule already decays as 1/√step)",
         )
         require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+
+    def fit_to_vocab(self, vocab_size: int, run: str = "") -> TransformerLMConfig:
+        """This config with the default adaptive cut-offs fitted to the vocabulary (common.py)."""
+        return fit_cutoffs(self, vocab_size, run)
 
 
 FAMILY = Family(

@@ -28,8 +28,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nlpzoo.cost import MT_SPAN, Cost
-from nlpzoo.data.mt import IGNORE
-from nlpzoo.data.vocab import BOS, PAD
+from nlpzoo.data.vocab import BOS, IGNORE, PAD
 from nlpzoo.families.attention import AttentionConfig
 from nlpzoo.models.losses import label_smoothed_loss
 
@@ -116,11 +115,11 @@ class Bahdanau(nn.Module):
 
     # ------------------------------------------------------------------ decoder
 
-    def _decode(
-        self, state: dict[str, torch.Tensor], y_prev: torch.Tensor
+    def _recur(
+        self, state: dict[str, torch.Tensor], emb: torch.Tensor
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-        """One step i for a batch: y_prev (B,) → logits (B, V), new state, α_i (B, S)."""
-        emb = self.drop(self.tgt_emb(y_prev))  # (B, E)
+        """One step i of the recurrence for a batch: emb (B, E) = E y_{i−1} (dropout applied) →
+        the deep output's input [E y_{i−1}; s_i; c_i] (B, E + 3H), the new state, α_i (B, S)."""
         context, alpha = self.attention(state["s"], state["keys"], state["ann"], state["mask"])
         rnn_in = torch.cat([emb, context], dim=-1)  # (B, E + 2H)
         new = dict(state)
@@ -128,33 +127,55 @@ class Bahdanau(nn.Module):
             new["s"], new["cell"] = self.cell(rnn_in, (state["s"], state["cell"]))  # (B, H)
         else:
             new["s"] = self.cell(rnn_in, state["s"])  # (B, H)
-        t = torch.cat([emb, new["s"], context], dim=-1)  # (B, E + 3H)
+        return torch.cat([emb, new["s"], context], dim=-1), new, alpha  # (B, E + 3H)
+
+    def _readout(self, t: torch.Tensor) -> torch.Tensor:
+        """The output layer: t = [E y_{i−1}; s_i; c_i] (..., E + 3H) → logits (..., V). It reads
+        nothing of the next step, so teacher forcing applies it once to every position."""
         if self.deep_out is not None:
             # maxout (Goodfellow et al. 2013), as in the paper's App. A.2.2
-            t = self.deep_out(t).view(t.shape[0], -1, 2).amax(-1)  # (B, maxout)
-        return self.out(self.drop(t)), new, alpha
+            t = self.deep_out(t).unflatten(-1, (-1, 2)).amax(-1)  # (..., maxout)
+        return self.out(self.drop(t))
+
+    def _teacher_forced(
+        self, src: torch.Tensor, tgt_in: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The output layer's inputs t (B, T, E + 3H) and attention weights α (B, T, S) for a
+        given target prefix.
+
+        The loop runs over target positions (each s_i needs c_i, which needs s_{i−1}), batched
+        over sentences; the output layer is left to the caller, once for every position."""
+        state = self.encode(src)
+        emb = self.drop(self.tgt_emb(tgt_in))  # (B, T, E), teacher forcing
+        ts, alphas = [], []
+        for i in range(tgt_in.shape[1]):
+            t, state, alpha = self._recur(state, emb[:, i])
+            ts.append(t)
+            alphas.append(alpha)
+        return torch.stack(ts, 1), torch.stack(alphas, 1)  # (B, T, E + 3H), (B, T, S)
 
     def decode_teacher_forced(
         self, src: torch.Tensor, tgt_in: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (B, T, V) and attention weights α (B, T, S) for a given target prefix.
-
-        The loop runs over target positions (each s_i needs c_i, which needs s_{i−1}), batched
-        over sentences."""
-        state = self.encode(src)
-        logits, alphas = [], []
-        for i in range(tgt_in.shape[1]):
-            step_logits, state, alpha = self._decode(state, tgt_in[:, i])
-            logits.append(step_logits)
-            alphas.append(alpha)
-        return torch.stack(logits, 1), torch.stack(alphas, 1)  # (B, T, V), (B, T, S)
+        """Logits (B, T, V) and attention weights α (B, T, S) for a given target prefix."""
+        t, alphas = self._teacher_forced(src, tgt_in)
+        return self._readout(t), alphas
 
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """src (B, S), tgt_in (B, T) = <s> y, labels (B, T) = y </s> (−100 ignored).
-        Returns logits (B, T, V) and the mean cross-entropy, or None."""
-        logits, _ = self.decode_teacher_forced(src, tgt_in)
+        Returns logits (B, T, V) and the mean cross-entropy, or None. In training mode with
+        labels the output layer runs at the labelled positions alone (padding reaches neither
+        the loss nor a gradient): the logits are None and the loss is the same mean."""
+        t, _ = self._teacher_forced(src, tgt_in)  # (B, T, E + 3H)
+        if labels is not None and self.training:
+            real = labels != IGNORE  # (B, T)
+            logits = self._readout(t[real])  # (N, V), N labelled positions
+            return None, label_smoothed_loss(
+                logits, labels[real], self.config.label_smoothing, IGNORE
+            )
+        logits = self._readout(t)  # (B, T, V)
         if labels is None:
             return logits, None
         loss = label_smoothed_loss(logits, labels, self.config.label_smoothing, IGNORE)
@@ -162,7 +183,7 @@ class Bahdanau(nn.Module):
 
     def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """α (B, T, S): where each target position looked in the source (the paper's Fig. 3)."""
-        return self.decode_teacher_forced(src, tgt_in)[1]
+        return self._teacher_forced(src, tgt_in)[1]
 
     # ---------------------------------------------------------- decoding (evaluation/decoding.py)
 
@@ -173,8 +194,8 @@ class Bahdanau(nn.Module):
     def step(
         self, state: dict[str, torch.Tensor], tokens: torch.Tensor
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        logits, state, _ = self._decode(state, tokens)
-        return torch.log_softmax(logits, dim=-1), state  # (N, V)
+        t, state, _ = self._recur(state, self.drop(self.tgt_emb(tokens)))  # tokens (N,)
+        return torch.log_softmax(self._readout(t), dim=-1), state  # (N, V)
 
     def cost(self, vocab_size: int) -> Cost:
         """Q per target token: the bidirectional encoder 2gH(E+H) and U_a h_j (2H×A) once per

@@ -27,8 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nlpzoo.cost import MT_SPAN, Cost
-from nlpzoo.data.mt import IGNORE, SEP
-from nlpzoo.data.vocab import BOS, PAD
+from nlpzoo.data.vocab import BOS, IGNORE, PAD, SEP
 from nlpzoo.families.decoder_mt import DecoderMTConfig
 from nlpzoo.models.losses import label_smoothed_loss
 from nlpzoo.models.transformer_blocks import Block, sinusoidal_positions
@@ -98,14 +97,18 @@ class DecoderMT(nn.Module):
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(self.norm_f(x), self.emb.weight, self.out_bias)  # tied: x Eᵀ + b, (..., V)
 
-    def lm_logits(self, inputs: torch.Tensor) -> torch.Tensor:
-        """inputs (B, P) right-padded → logits (B, P, V); causal, so padding after a position
-        never reaches it."""
+    def _hidden(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, P) right-padded → the last block's output (B, P, C), before `norm_f`."""
         P = inputs.shape[1]
         x = self._embed(inputs, torch.arange(P, device=inputs.device).expand_as(inputs))
         for block in self.blocks:
             x = block(x)  # (B, P, C), causal
-        return self._logits(x)
+        return x
+
+    def lm_logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, P) right-padded → logits (B, P, V); causal, so padding after a position
+        never reaches it."""
+        return self._logits(self._hidden(inputs))
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Mean (label-smoothed) cross-entropy over the labelled (target) positions; −100
@@ -114,18 +117,26 @@ class DecoderMT(nn.Module):
 
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The shared translation signature. Returns the logits of the target positions only,
-        (B, T, V) aligned with `labels` as for the encoder–decoders, and the prompt-masked loss."""
+        (B, T, V) aligned with `labels` as for the encoder–decoders, and the prompt-masked loss.
+
+        In training mode with labels the output layer runs on the labelled positions alone
+        (the prompt and the padding carry no label, so their logits would reach neither the
+        loss nor a gradient): the logits are None and the loss is the same mean."""
         dummy = torch.zeros_like(tgt_in) if labels is None else labels
-        inputs, seq_labels = build_sequence(src, tgt_in, dummy)
-        logits = self.lm_logits(inputs)  # (B, P, V)
+        inputs, _ = build_sequence(src, tgt_in, dummy)
+        x = self._hidden(inputs)  # (B, P, C)
         n = (src != PAD).sum(1, keepdim=True)  # (B, 1)
         cols = n + 1 + torch.arange(tgt_in.shape[1], device=src.device)  # (B, T)
-        target_logits = logits.gather(1, cols[..., None].expand(-1, -1, logits.shape[-1]))
+        x = x.gather(1, cols[..., None].expand(-1, -1, x.shape[-1]))  # (B, T, C): <sep> y
         if labels is None:
-            return target_logits, None
-        return target_logits, self.loss(logits, seq_labels)
+            return self._logits(x), None
+        if self.training:
+            real = labels != IGNORE  # (B, T): y </s>, not the padding
+            return None, self.loss(self._logits(x[real]), labels[real])  # (N, V) logits
+        target_logits = self._logits(x)  # (B, T, V)
+        return target_logits, self.loss(target_logits, labels)
 
     # ---------------------------------------------------------- decoding (evaluation/decoding.py)
 
@@ -158,13 +169,14 @@ class DecoderMT(nn.Module):
 
     def cost(self, vocab_size: int) -> Cost:
         """Q per target token: one causal sequence `source <sep> target` runs every position
-        through the L blocks and the output layer, so a target token costs (S+T)/T positions
-        (= 2 at S = T = `MT_SPAN`), each attending over up to S+T positions."""
+        through the L blocks, so a target token costs (S+T)/T positions of them (= 2 at
+        S = T = `MT_SPAN`), each attending over up to S+T positions; the output layer runs at
+        the target positions only."""
         c = self.config
         C, ff, layers, span = c.d_model, c.d_ff, c.num_layers, 2 * MT_SPAN
-        per_position = layers * (4 * C * C + 2 * C * ff + 2 * span * C) + C * vocab_size
+        per_position = layers * (4 * C * C + 2 * C * ff + 2 * span * C)
         return Cost(
-            "(S+T)/T × (L×(4C² + 2C×F + 2(S+T)×C) + C×V)",
+            "(S+T)/T × L×(4C² + 2C×F + 2(S+T)×C) + C×V",
             f"L={layers}, C={C}, F={ff}, S=T={MT_SPAN}, V={vocab_size:,}",
-            2 * per_position,
+            2 * per_position + C * vocab_size,
         )

@@ -25,8 +25,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nlpzoo.cost import Cost
-from nlpzoo.data.mt import IGNORE
-from nlpzoo.data.vocab import BOS, PAD
+from nlpzoo.data.vocab import BOS, IGNORE, PAD
 from nlpzoo.families.seq2seq import Seq2SeqConfig
 from nlpzoo.models.losses import label_smoothed_loss
 
@@ -81,13 +80,22 @@ class Seq2Seq(nn.Module):
 
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """src (B, S), tgt_in (B, T) = <s> y, labels (B, T) = y </s> (−100 ignored).
-        Returns logits (B, T, V) and the mean cross-entropy, or None."""
+        Returns logits (B, T, V) and the mean cross-entropy, or None. In training mode with
+        labels the output layer runs at the labelled positions alone (padding reaches neither
+        the loss nor a gradient): the logits are None and the loss is the same mean."""
         _, state = self.encode(src)
         y = self.drop(self.tgt_emb(tgt_in))  # (B, T, E), teacher forcing
         s, _ = self.decoder(y, state)  # (B, T, H); later positions never affect earlier ones
-        logits = self.out(self.drop(s))  # (B, T, V)
+        s = self.drop(s)  # over every position: the same dropout draws as the full logits'
+        if labels is not None and self.training:
+            real = labels != IGNORE  # (B, T)
+            logits = self.out(s[real])  # (N, V), N labelled positions
+            return None, label_smoothed_loss(
+                logits, labels[real], self.config.label_smoothing, IGNORE
+            )
+        logits = self.out(s)  # (B, T, V)
         if labels is None:
             return logits, None
         loss = label_smoothed_loss(logits, labels, self.config.label_smoothing, IGNORE)

@@ -35,8 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nlpzoo.cost import MT_SPAN, Cost
-from nlpzoo.data.mt import IGNORE
-from nlpzoo.data.vocab import BOS, PAD
+from nlpzoo.data.vocab import BOS, IGNORE, PAD
 from nlpzoo.families.transformer import TransformerConfig
 from nlpzoo.models.losses import label_smoothed_loss
 from nlpzoo.models.transformer_blocks import KV, Block, sinusoidal_positions
@@ -94,10 +93,21 @@ class Transformer(nn.Module):
     def _cross_kv(self, memory: torch.Tensor) -> list[KV]:
         return [layer.cross_attn.keys_values(memory) for layer in self.decoder]
 
+    def _logits(self, y: torch.Tensor) -> torch.Tensor:
+        return F.linear(y, self.emb.weight, self.out_bias)  # y Eᵀ + b, tied (§3.4): (..., V)
+
     def decode_teacher_forced(
         self, src: torch.Tensor, tgt_in: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (B, T, V) and the last layer's cross-attention weights (B, h, T, S)."""
+        y, cross = self._decoder_output(src, tgt_in)
+        return self._logits(y), cross
+
+    def _decoder_output(
+        self, src: torch.Tensor, tgt_in: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The decoder's normalised output (B, T, C), before the output layer, and the last
+        layer's cross-attention weights (B, h, T, S)."""
         memory, src_mask = self.encode(src)
         positions = torch.arange(tgt_in.shape[1], device=src.device).expand_as(tgt_in)  # (B, T)
         y = self.embed(tgt_in, positions)
@@ -105,15 +115,24 @@ class Transformer(nn.Module):
         for layer, kv in zip(self.decoder, self._cross_kv(memory), strict=True):
             # the layer's self-attention is causal (§3.2.3): position t sees target positions ≤ t
             y, _, cross = layer.run(y, cross_kv=kv, cross_mask=src_mask)  # (B, T, C)
-        logits = F.linear(self.dec_norm(y), self.emb.weight, self.out_bias)  # y Eᵀ + b, (B, T, V)
-        return logits, cross
+        return self.dec_norm(y), cross
 
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, labels: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """src (B, S), tgt_in (B, T) = <s> y, labels (B, T) = y </s> (−100 ignored).
-        Returns logits (B, T, V) and the label-smoothed mean cross-entropy, or None."""
-        logits, _ = self.decode_teacher_forced(src, tgt_in)
+        Returns logits (B, T, V) and the label-smoothed mean cross-entropy, or None. In
+        training mode with labels the output layer runs at the labelled positions alone (padding
+        reaches neither the loss nor a gradient): the logits are None and the loss is the same
+        mean."""
+        y, _ = self._decoder_output(src, tgt_in)  # (B, T, C)
+        if labels is not None and self.training:
+            real = labels != IGNORE  # (B, T)
+            logits = self._logits(y[real])  # (N, V), N labelled positions
+            return None, label_smoothed_loss(
+                logits, labels[real], self.config.label_smoothing, IGNORE
+            )
+        logits = self._logits(y)  # (B, T, V)
         if labels is None:
             return logits, None
         loss = label_smoothed_loss(logits, labels, self.config.label_smoothing, IGNORE)  # ε_ls
@@ -145,7 +164,7 @@ class Transformer(nn.Module):
         for layer, kv, cache in zip(self.decoder, state["cross"], state["self"], strict=True):
             y, new_cache, _ = layer.run(y, None, cache, kv, state["src_mask"])  # (N, 1, C)
             caches.append(new_cache)
-        logits = F.linear(self.dec_norm(y[:, 0]), self.emb.weight, self.out_bias)  # (N, V)
+        logits = self._logits(self.dec_norm(y[:, 0]))  # (N, V)
         new = dict(state, self=caches, pos=state["pos"] + 1)
         return torch.log_softmax(logits, dim=-1), new
 

@@ -103,19 +103,6 @@ def splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def sentence_cuts(tokens: np.ndarray, parts: int) -> np.ndarray:
-    """parts + 1 positions 0 = c_0 <= c_1 <= ... <= c_parts = len(tokens) cutting the stream
-    right after a sentence end near every i·len/parts (or at the end if none follows)."""
-    n = len(tokens)
-    ends = np.flatnonzero(np.asarray(tokens) == EOS) + 1  # positions after each </s>
-    cuts = [0]
-    for i in range(1, parts):
-        k = np.searchsorted(ends, i * n / parts)
-        cuts.append(max(cuts[-1], int(ends[k]) if k < len(ends) else n))
-    cuts.append(n)
-    return np.asarray(cuts, dtype=np.int64)
-
-
 def _train_range(
     tokens: np.ndarray,
     lo: int,

@@ -52,6 +52,10 @@ from nlpzoo.report.inputs import (
 log = logging.getLogger(__name__)
 
 TITLE = "nlpzoo report"
+# A project whose root holds this file is the tour (`python -m nlpzoo tour`): its text opens the
+# report, and the title says so.
+TOUR_NOTE = "TOUR_NOTE"
+TOUR_TITLE = "nlpzoo report: the tour (small sizes, not comparable)"
 TASK_TITLES = {"lm": "language models", "vectors": "word vectors", "mt": "translation"}
 
 
@@ -61,6 +65,7 @@ def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") ->
     runs of `params`' `models:`, with each run's figures attached to its MLflow run;
     `exp_name` is the DVC experiment, if any."""
     root = Path(root)
+    note = root / TOUR_NOTE
     return build_report(
         metrics_dir=root / "metrics",
         plots_dir=root / "plots",
@@ -73,6 +78,7 @@ def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") ->
         config=build(ReportConfig, params.get("report"), "report"),
         provenance=read_provenance(root, params, exp_name),
         mlflow=True,
+        tour_note=note.read_text(encoding="utf-8").strip() if note.is_file() else None,
     )
 
 
@@ -90,6 +96,7 @@ def build_report(
     config: ReportConfig | None = None,
     provenance: Provenance | None = None,
     mlflow: bool = False,
+    tour_note: str | None = None,
 ) -> str:
     """Render the report of `runs`, run -> family; by default the enabled runs of `params`'
     `models:` (`nlpzoo.params.parse_models`). Metrics files of other runs are only listed.
@@ -99,7 +106,8 @@ def build_report(
 
     Returns the Markdown text; writes `out_dir` as a whole (report.md, index.html, figures/).
     With `mlflow`, each run's figures are also attached to its MLflow run (the one recorded in
-    `eval/RUN/mlflow_run.json`), so the dashboard shows them beside the run's metrics."""
+    `eval/RUN/mlflow_run.json`), so the dashboard shows them beside the run's metrics.
+    With `tour_note`, the report is the tour's: its title says so and the note opens it."""
     cfg = config or ReportConfig()
     prov = provenance or Provenance()
     params = params or {}
@@ -115,7 +123,10 @@ def build_report(
         ctx.enabled = runs
         ctx.roofline_path = Path(roofline) if roofline is not None else None
         ctx.roofline = inputs.load_roofline(roofline) if roofline is not None else None
-        blocks: list[Block] = [Heading(TITLE, 1)]
+        title = TITLE if tour_note is None else TOUR_TITLE
+        blocks: list[Block] = [Heading(title, 1)]
+        if tour_note is not None:
+            blocks.append(Para(tour_note))
         blocks += _header(ctx)
         blocks += _language_models(ctx, mixtures)
         blocks += _word_vectors(ctx, fig_dir)
@@ -127,7 +138,7 @@ def build_report(
         blocks += _footer(ctx, missing, ignored)
         text = to_markdown(blocks, tmp)
         atomic_write_text(tmp / "report.md", text)
-        atomic_write_text(tmp / "index.html", to_html(blocks, TITLE))
+        atomic_write_text(tmp / "index.html", to_html(blocks, title))
         figs = sorted(p.name for p in fig_dir.glob("*.png"))
     log.info("report: %d runs, %d figures (%s)", len(found), len(figs), ", ".join(figs))
     if mlflow:

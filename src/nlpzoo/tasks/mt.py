@@ -60,7 +60,8 @@ class MTTask(Task):
         return {"vocab_size": data.vocab_size}, arrays
 
     def datamodule(self, run: Run, data: MTData) -> Any:
-        from nlpzoo.data.mt import MTDataModule
+        from nlpzoo.data.mt import MTDataModule, position_limits
+        from nlpzoo.evaluation.decoding import EXTRA
 
         cfg = run.config
         return MTDataModule(
@@ -70,6 +71,8 @@ class MTTask(Task):
             max_len=cfg.max_len,
             num_workers=run.trainer.num_workers,
             seed=run.seed,
+            limits=position_limits(cfg, EXTRA),  # valid and test checked before any training
+            test=load_split(run.data_dir, "test", data.codec),
         )
 
     def predictions(self, batch: Any) -> int:

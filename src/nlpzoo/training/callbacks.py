@@ -29,11 +29,28 @@ class NonFiniteLoss(pl.Callback):
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         if loss is not None and not torch.isfinite(loss).all():
             lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan")
+            empty = _empty_sources(pl_module, batch)
+            hint = (
+                f"the batch holds {empty} pair(s) with an empty source (nothing to attend to); "
+                "remove them from the training data (prepare drops empty lines of a parallel "
+                "corpus)"
+                if empty
+                else f"hint: lower the learning rate (lr={lr:g}) or set trainer.gradient_clip_val"
+            )
             raise TrainingError(
                 f"run '{self.run}': training loss is {loss.item()} at step {trainer.global_step} "
-                f"(epoch {trainer.current_epoch}, batch {batch_idx}); hint: lower the learning "
-                f"rate (lr={lr:g}) or set trainer.gradient_clip_val"
+                f"(epoch {trainer.current_epoch}, batch {batch_idx}); {hint}"
             )
+
+
+def _empty_sources(pl_module: Any, batch: Any) -> int:
+    """Rows of a translation batch (src, tgt_in, labels) whose source is all padding."""
+    if getattr(getattr(pl_module, "family", None), "input", None) != "parallel":
+        return 0
+    from nlpzoo.data.vocab import PAD
+
+    src = batch[0]
+    return int((src == PAD).all(dim=1).sum()) if src.dim() == 2 else 0
 
 
 class CurveWriter(pl.Callback):

@@ -6,7 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import random
+import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +73,15 @@ class ResumeCheckpoint(Checkpoint):
     training stops again at once, as Lightning itself does for a run that reached
     `max_epochs`, instead of training another epoch (the train stage rerun after a kill that
     came once the run had finished, before DVC recorded its outputs).
+
+    During the fit, SIGINT (Ctrl-C) and SIGTERM stop the run at the next optimizer step's end:
+    the checkpoint of that step is written as the periodic one is (same hook, same writer, the
+    loader's position within the epoch included), then the run raises KeyboardInterrupt
+    (Lightning exits with status 1) or SIGTERMException (the stage exits with 143). A signal
+    that comes during the epoch's last batch, its validation or the epoch-end hooks is taken
+    at the epoch end, with the epoch-end checkpoint. A second signal of the same kind acts at
+    once, as it would without this callback (the last checkpoint written stays). With several
+    processes, the ranks agree after every step whether any got a signal, and save together.
     """
 
     FILE = "resume.ckpt"
@@ -85,6 +98,8 @@ class ResumeCheckpoint(Checkpoint):
         self._fit_t0 = time.monotonic()
         self._trainer: pl.Trainer | None = None
         self.stopped = False  # the checkpoint resumed from was written after the last epoch
+        self._signal: int | None = None  # SIGINT or SIGTERM received, not yet acted on
+        self._handlers: dict[int, Any] = {}  # the handlers replaced while fitting
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self._fit_t0 = time.monotonic()
@@ -101,11 +116,6 @@ class ResumeCheckpoint(Checkpoint):
         self.seconds_before = float(state.get("fit_seconds", 0.0))
         self.stopped = bool(state.get("stopped", False))
 
-    def on_train_end(self, trainer, pl_module) -> None:
-        trainer.callback_metrics[self.METRIC] = torch.tensor(
-            self.seconds_before, dtype=torch.float64
-        )
-
     @property
     def path(self) -> Path:
         return self.dirpath / self.FILE
@@ -116,11 +126,16 @@ class ResumeCheckpoint(Checkpoint):
         if self.stopped:  # every rank loaded the same checkpoint: all stop
             log.info("the checkpoint resumed from ends the training: nothing left to train")
             trainer.should_stop = True
+        self._catch_signals()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         if step == self._last_step:  # no optimizer step yet (gradient accumulation)
             return
+        received = self._received(trainer)
+        if received is not None and not _last_batch(trainer):
+            self._last_step = step
+            self._stop(trainer, received)
         due = bool(self.every_steps) and step % self.every_steps == 0
         if self.every_minutes:
             late = time.monotonic() - self._last_time >= 60 * self.every_minutes
@@ -131,10 +146,96 @@ class ResumeCheckpoint(Checkpoint):
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         self.save(trainer)
+        received = self._received(trainer)
+        if received is not None:
+            self._stop(trainer, received, save=False)
 
     def save(self, trainer: pl.Trainer) -> None:
         trainer.save_checkpoint(self.path)  # every rank takes part; rank 0 writes
         self._last_time = time.monotonic()
+
+    # ------------------------------------------------------------- SIGINT and SIGTERM
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def _catch_signals(self) -> None:
+        """While fitting, SIGINT and SIGTERM only note that the run must stop (taken after the
+        step in flight); Python lets only the main thread set handlers."""
+        self._signal = None
+        if threading.current_thread() is not threading.main_thread() or self._handlers:
+            return
+        for signum in self.SIGNALS:
+            self._handlers[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._signal is None:
+            log.warning(
+                "%s: stopping after the step in flight, with a resume checkpoint (%s again to "
+                "stop at once)",
+                signal.Signals(signum).name,
+                "Ctrl-C" if signum == signal.SIGINT else "SIGTERM",
+            )
+        self._signal = max(self._signal or 0, signum)  # SIGTERM's status wins over Ctrl-C's
+        self._release(signum)  # the same signal again: what it did before the fit
+
+    def _release(self, *signums: int) -> None:
+        """Put back the handlers replaced for `signums` (all of them when none named)."""
+        for signum in signums or list(self._handlers):
+            if signum not in self._handlers:
+                continue
+            handler = self._handlers.pop(signum)  # None: not set from Python
+            if signal.getsignal(signum) == self._on_signal:  # not replaced since (Lightning
+                # ignores SIGINT while it shuts down after a KeyboardInterrupt)
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+    def _received(self, trainer: pl.Trainer) -> int | None:
+        """The signal this process, or with several processes any of them, received."""
+        received = self._signal
+        if trainer.world_size > 1:  # every rank must save and stop at the same step
+            code = torch.tensor(float(received or 0), device=trainer.strategy.root_device)
+            received = int(trainer.strategy.reduce(code, reduce_op="max").item()) or None
+        return received
+
+    def _stop(self, trainer: pl.Trainer, signum: int, save: bool = True) -> None:
+        """Write the checkpoint of the last completed step and end the fit as `signum` asks."""
+        from pytorch_lightning.utilities import rank_zero_only
+        from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+        if save:
+            self.save(trainer)
+        self._release()
+        self._signal = None
+        if rank_zero_only.rank == 0:
+            log.warning(
+                "interrupted after step %d: saved %s; rerun the stage to resume from there",
+                trainer.global_step,
+                self.path,
+            )
+        if signum == signal.SIGTERM:
+            raise SIGTERMException
+        raise KeyboardInterrupt(f"interrupted after step {trainer.global_step}")
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        trainer.callback_metrics[self.METRIC] = torch.tensor(
+            self.seconds_before, dtype=torch.float64
+        )
+        received = self._received(trainer)
+        if received is not None:  # came after the last epoch end: its checkpoint is the last
+            self._stop(trainer, received)
+        self._release()
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._release()
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self._release()
+
+
+def _last_batch(trainer: pl.Trainer) -> bool:
+    """Whether the batch just trained is the epoch's last (validation and the epoch-end
+    checkpoint follow)."""
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    return bool(progress.is_last_batch) or progress.current.ready >= trainer.num_training_batches
 
 
 def fingerprint(settings: dict, arrays: list[np.ndarray]) -> str:
@@ -145,22 +246,35 @@ def fingerprint(settings: dict, arrays: list[np.ndarray]) -> str:
     return h.hexdigest()
 
 
+# the one line naming where a set went
+_KEPT = "%s: the checkpoints of its earlier settings moved to %s/%s/%s (see fingerprint.json there)"
+STALE = "stale"  # checkpoints/RUN/stale/<fingerprint[:12]>/: sets written for other settings
+KEEP_STALE = 3  # the newest sets kept there
+
+
 def prepare_resume(
     ckpt_dir: Path,
     run_fingerprint: str,
     parts: dict | None = None,
     check: Callable[[dict], Any] | None = None,
     abandon: Callable[[], Any] | None = None,
+    fresh: str | None = None,
 ) -> Path | None:
     """The checkpoint to resume from, or None to start fresh.
 
     `ckpt_dir/fingerprint` records what the checkpoints belong to: the hash of the run's params,
-    data, code and versions; `ckpt_dir/fingerprint.json` keeps `parts` (the code files' hashes,
-    the versions) to name what changed. A checkpoint is used only if it matches, loads
-    (`weights_only=True`) and passes `check` (e.g. its weights fit the model); otherwise one log
-    line says why, `abandon` is called (rank 0: end the interrupted run's MLflow run) when the
-    folder held an earlier run, the folder is emptied and the new fingerprint written. Only
-    rank 0 changes the folder.
+    data, code and versions; `ckpt_dir/fingerprint.json` keeps `parts` (the params, the code
+    files' hashes, the versions) to name what changed. A checkpoint is used only if it matches,
+    loads (`weights_only=True`) and passes `check` (e.g. its weights fit the model).
+
+    Checkpoints of another fingerprint are moved aside, not deleted: to
+    `ckpt_dir/stale/<fingerprint[:12]>/` (their fingerprint.json beside them says what they were
+    trained with), the newest `KEEP_STALE` sets kept; one log line says what changed and where
+    they went. When the run's fingerprint is that of a set kept there (a change reverted), the
+    set is moved back and resumed. A checkpoint that does not load is removed, as are all of
+    them when `fresh` (the reason, logged) asks for a fresh start. `abandon` is called (rank 0:
+    end the interrupted run's MLflow run) when the checkpoints of an earlier run are not
+    resumed. Only rank 0 changes the folder.
     """
     from pytorch_lightning.utilities import rank_zero_only
 
@@ -168,8 +282,13 @@ def prepare_resume(
     where = f"{ckpt_dir.parent.name}/{ckpt_dir.name}"
     path = ckpt_dir / ResumeCheckpoint.FILE
     stamp = ckpt_dir / "fingerprint"
-    matches = stamp.is_file() and stamp.read_text().strip() == run_fingerprint
-    if matches and path.is_file():
+    rank0 = rank_zero_only.rank == 0
+    if rank0 and fresh is None and _stamp(ckpt_dir) != run_fingerprint:
+        _restore_stale(ckpt_dir, run_fingerprint, where, abandon)
+    matches = _stamp(ckpt_dir) == run_fingerprint
+    if fresh is not None and matches:
+        log.warning("%s: %s; training from the start", where, fresh)
+    elif matches and path.is_file():
         try:
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
             step = ckpt["global_step"]
@@ -181,17 +300,100 @@ def prepare_resume(
         else:
             log.info("resuming from %s (step %d)", path, step)
             return path
-    elif stamp.is_file():
-        log.warning("%s: %s; training from the start", where, _what_changed(ckpt_dir, parts))
-    if rank_zero_only.rank == 0:
+    elif stamp.is_file() and not matches:
+        reason, kept = _what_changed(ckpt_dir, parts), None
+        if rank0:
+            if abandon is not None:
+                abandon()
+            abandon = None
+            kept = _set_aside(ckpt_dir)
+        log.warning("%s: %s; training from the start", where, reason)
+        if rank0 and kept is not None:
+            log.warning(_KEPT, where, where, STALE, kept.name)
+    if rank0:
         if stamp.is_file() and abandon is not None:
             abandon()
-        remove_checkpoints(ckpt_dir)
-        ckpt_dir.mkdir(parents=True)
+        _clear(ckpt_dir)
         if parts is not None:
-            (ckpt_dir / "fingerprint.json").write_text(json.dumps(parts, sort_keys=True) + "\n")
+            (ckpt_dir / "fingerprint.json").write_text(
+                json.dumps(parts, sort_keys=True, default=str) + "\n"
+            )
         (ckpt_dir / "fingerprint").write_text(run_fingerprint + "\n")
     return None
+
+
+def _stamp(folder: Path) -> str | None:
+    """The fingerprint recorded in `folder`, or None."""
+    try:
+        return (Path(folder) / "fingerprint").read_text().strip()
+    except OSError:
+        return None
+
+
+def _clear(ckpt_dir: Path) -> None:
+    """Empty `ckpt_dir` (created if absent), all but the sets kept in `stale/`."""
+    stale = ckpt_dir / STALE
+    if not stale.is_dir():
+        remove_checkpoints(ckpt_dir)  # refuses any path not directly inside checkpoints/
+        ckpt_dir.mkdir(parents=True)
+        return
+    keep = ckpt_dir.parent / f".{ckpt_dir.name}.keep"
+    remove_checkpoints(keep)  # a leftover of a kill
+    os.replace(stale, keep)
+    try:
+        remove_checkpoints(ckpt_dir)
+    finally:
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        os.replace(keep, stale)
+
+
+def _set_aside(ckpt_dir: Path) -> Path | None:
+    """Move the checkpoints of `ckpt_dir` (with their fingerprint, fingerprint.json and MLflow
+    run record) to `stale/<fingerprint[:12]>/`; keep the newest `KEEP_STALE` sets there. None
+    when the folder held no checkpoint (nothing worth keeping)."""
+    fp = _stamp(ckpt_dir)
+    files = [p for p in ckpt_dir.iterdir() if p.name != STALE and not p.name.startswith(".")]
+    if not fp or not any(p.suffix == ".ckpt" for p in files):
+        return None
+    dest = ckpt_dir / STALE / fp[:12]
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for f in files:
+        os.replace(f, dest / f.name)
+    now = time.time()
+    os.utime(dest, (now, now))
+    sets = sorted((d for d in dest.parent.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
+    for old in sets[:-KEEP_STALE]:
+        shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def _restore_stale(
+    ckpt_dir: Path, run_fingerprint: str, where: str, abandon: Callable[[], Any] | None
+) -> None:
+    """Move back the set kept in `stale/` for `run_fingerprint`, if any; what `ckpt_dir` held
+    goes aside in its place."""
+    kept = ckpt_dir / STALE / run_fingerprint[:12]
+    if _stamp(kept) != run_fingerprint:
+        return
+    restoring = ckpt_dir / ".restoring"  # out of stale/ first: it is not trimmed away
+    if restoring.exists():
+        shutil.rmtree(restoring)
+    os.replace(kept, restoring)
+    if _stamp(ckpt_dir) is not None:
+        if abandon is not None:
+            abandon()
+        aside = _set_aside(ckpt_dir)
+        if aside is not None:
+            log.warning(_KEPT, where, where, STALE, aside.name)
+    for f in ckpt_dir.iterdir():
+        if f.name not in (STALE, restoring.name):
+            f.unlink() if f.is_file() else shutil.rmtree(f)
+    for f in restoring.iterdir():
+        os.replace(f, ckpt_dir / f.name)
+    restoring.rmdir()
+    log.info("%s: checkpoints of these settings restored from %s/%s", where, STALE, kept.name)
 
 
 def _what_changed(ckpt_dir: Path, parts: dict | None) -> str:
@@ -213,4 +415,13 @@ def _what_changed(ckpt_dir: Path, parts: dict | None) -> str:
     changed = [f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(new) if old.get(k) != new.get(k)]
     if changed:
         return f"written with other versions ({', '.join(changed)})"
+    if before.get("params") == _plain(parts.get("params")) and before.get("data") != parts.get(
+        "data"
+    ):
+        return "written for other data"
     return "written for other params or data"
+
+
+def _plain(tree: Any) -> Any:
+    """`tree` as it reads back from fingerprint.json."""
+    return json.loads(json.dumps(tree, sort_keys=True, default=str))

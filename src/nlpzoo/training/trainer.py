@@ -12,9 +12,9 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from nlpzoo.params import LIGHTNING_KEYS, TrainerConfig
-from nlpzoo.placement import resolve_deterministic
 from nlpzoo.training.callbacks import CurveWriter, NonFiniteLoss, Progress
 from nlpzoo.training.checkpoint_io import LocalCheckpointIO
 from nlpzoo.training.resume import ResumeCheckpoint
@@ -98,6 +98,14 @@ def resolve_precision(
     return "bf16-mixed" if native else "32-true"
 
 
+def resolve_deterministic(value: bool | str, accelerator: str) -> bool | str:
+    """`deterministic` as Lightning takes it (`nlpzoo.placement`, rule 3): `auto` is `warn` on
+    an accelerator and false on the CPU; true, false and warn stay as set."""
+    if value == "auto":
+        return False if accelerator == "cpu" else "warn"
+    return value
+
+
 def cuda_supports_bf16() -> bool:
     """`torch.cuda.is_bf16_supported()`; False where CUDA cannot be asked (a CPU build of
     torch: Lightning then refuses the GPU accelerator itself)."""
@@ -123,6 +131,51 @@ def on_cpu(accelerator: Any) -> bool:
     return False
 
 
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's `ModelCheckpoint` (keeps `best.ckpt`) whose state in a checkpoint names its
+    files relative to its own folder: a project moved (or checked out elsewhere) between a kill
+    and the resume keeps the best score and `best.ckpt`. Lightning's own records absolute paths
+    and drops the best score when the folder differs, so that any next epoch would count as the
+    best."""
+
+    PATHS = ("best_model_path", "kth_best_model_path", "last_model_path")
+
+    def _relative(self, path: Any) -> Any:
+        if not path or self.dirpath is None:
+            return path
+        try:
+            return Path(path).relative_to(self.dirpath).as_posix()
+        except ValueError:  # not in the folder: kept as it is
+            return path
+
+    def _absolute(self, path: Any) -> Any:
+        if not path or self.dirpath is None or Path(path).is_absolute():
+            return path
+        return str(Path(self.dirpath) / path)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        for key in self.PATHS:
+            state[key] = self._relative(state.get(key))
+        state["best_k_models"] = {
+            self._relative(k): v for k, v in state.get("best_k_models", {}).items()
+        }
+        state["dirpath"] = "."
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        if state.get("dirpath") == ".":  # relative (an absolute one is Lightning's own)
+            for key in self.PATHS:
+                if key in state:
+                    state[key] = self._absolute(state[key])
+            state["best_k_models"] = {
+                self._absolute(k): v for k, v in state.get("best_k_models", {}).items()
+            }
+            state["dirpath"] = self.dirpath
+        super().load_state_dict(state)
+
+
 def make_trainer(
     cfg: TrainerConfig,
     run: str,
@@ -139,7 +192,7 @@ def make_trainer(
     `auto` is `warn` on an accelerator (torch's deterministic kernels, a warning where an op
     has none) and false on the CPU.
     """
-    from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+    from pytorch_lightning.callbacks import EarlyStopping
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -149,7 +202,7 @@ def make_trainer(
     callbacks: list[pl.Callback] = [
         NonFiniteLoss(run),
         CurveWriter(plots_path, tracker),
-        ModelCheckpoint(
+        BestCheckpoint(
             dirpath=ckpt_dir,
             filename="best",
             monitor="val/ppl" if validate else None,

@@ -31,6 +31,8 @@ from nlpzoo.use.run import (
 )
 from nlpzoo.use.text import UseError
 
+MIN_TEMPERATURE = 1e-6  # below it the scaled log-probabilities leave float range: use 0
+
 # the params of the MLflow model, by the run's task, and the type each takes
 PARAMS: dict[str, dict[str, type]] = {
     "mt": {"beam_size": int, "length_penalty": float},
@@ -290,8 +292,6 @@ class Answerer:
         and ranges) and the request's budgets are checked before any work; the work stops
         once it has run past the limits' seconds (a deadline from now, unless `check` is
         given)."""
-        from nlpzoo.use.arguments import MIN_TEMPERATURE
-
         lines = request_lines(inputs, self.limits)
         family = self.run.family
         check_params(params, family.task)
@@ -372,7 +372,7 @@ def longest_source(model: Any) -> int | None:
     ⌈max_len_ratio · n⌉ + `EXTRA` pieces) must fit the table, the two sides each their own in
     an encoder–decoder, one after the other (`<s> source <sep> target`) in a decoder-only
     model. None for a model without one (the recurrent families)."""
-    from nlpzoo.data.mt import SEP
+    from nlpzoo.data.vocab import SEP
     from nlpzoo.evaluation.decoding import EXTRA
 
     cfg = model.config

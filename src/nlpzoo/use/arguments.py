@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nlpzoo.use import commands
+from nlpzoo.use.answers import MIN_TEMPERATURE
 from nlpzoo.use.limits import COMMAND_LINE
 
 
@@ -50,9 +51,6 @@ def _natural(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
-
-
-MIN_TEMPERATURE = 1e-6  # below it the scaled log-probabilities leave float range: use 0
 
 
 def _temperature(text: str) -> float:

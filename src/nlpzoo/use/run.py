@@ -176,7 +176,9 @@ def load_vocab(t: TrainedRun) -> Any:
             f"run '{t.name}': its vocabulary is not found ({' or '.join(map(str, places))}); "
             f"run `dvc repro train-{t.name}`"
         )
-    decode(path.read_bytes(), f"run '{t.name}': {path}")  # a clear error for another tool's
+    data = path.read_bytes()
+    decode(data, f"run '{t.name}': {path}")  # a clear error for another tool's
+    check_vocabulary(t, path, data)
     vocab = Vocab.load(path)
     trained_on = t.config.get("vocab_size")
     if trained_on is not None and not isinstance(trained_on, int):
@@ -190,6 +192,33 @@ def load_vocab(t: TrainedRun) -> Any:
             f"{trained_on:,}: the data changed since; run `dvc repro train-{t.name}`"
         )
     return vocab
+
+
+# config.json's key for the SHA-256 of each vocabulary file, written at training time
+# (`nlpzoo.lifecycle.VOCABULARY_HASHES`)
+VOCABULARY_HASHES = {"vocab.txt": "vocab_sha256", "spm.model": "spm_sha256"}
+
+
+def check_vocabulary(t: TrainedRun, path: Path, data: bytes) -> None:
+    """Refuse a vocabulary file (`vocab.txt`, `spm.model`) other than the one run `t` was
+    trained on: the same size is no proof, a vocabulary rebuilt from another corpus maps the
+    ids to other words. A run trained before config.json recorded the hash is not checked."""
+    import hashlib
+
+    key = VOCABULARY_HASHES[path.name]
+    recorded = t.config.get(key)
+    if recorded is None or hashlib.sha256(data).hexdigest() == recorded:
+        return
+    if t.mlflow:
+        fix = (
+            f"its files in MLflow are not those it was trained with; run `dvc repro train-{t.name}`"
+        )
+    else:
+        fix = f"the vocabulary was rebuilt since; run `dvc repro train-{t.name}`"
+    raise UseError(
+        f"run '{t.name}': {path} is not the vocabulary it was trained on ({key} in "
+        f"{t.folder / 'config.json'} differs): {fix}"
+    )
 
 
 def _first_line(e: BaseException) -> str:
@@ -256,6 +285,7 @@ def load_codec(t: TrainedRun) -> Any:
     path = t.folder / "spm.model"
     if not path.is_file():
         raise UseError(f"run '{t.name}': {path} is missing; {_remake(t)}")
+    check_vocabulary(t, path, path.read_bytes())
     try:
         return Codec(path)
     except NlpzooError as e:  # a SentencePiece model of another vocabulary
