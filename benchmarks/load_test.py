@@ -9,7 +9,8 @@ served by `mlflow models serve --env-manager local --workers 1` on 127.0.0.1 and
 (`benchmarks/bad_requests.py`'s `Served`), with the serving limits at their defaults. Then
 `--clients` threads send requests back to back for `--seconds`, each picking in turn from a
 mix of good requests (one sentence or prompt, a few lines) and requests over a limit (too many
-lines, too long a source or prompt, too wide a beam, too many new tokens), while a monitor
+lines, too long a source or prompt, too wide a beam, too many new tokens), pausing 0.25 s after
+a 429 (the server answering as many requests as it may), while a monitor
 samples the server's resident memory (VmRSS of its processes) and asks `/ping` every second.
 
 Reported per run: the answers by status, the slowest answer against the deadline (the served
@@ -39,6 +40,7 @@ from bad_requests import Served, body, group_pids, machine
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "load_test.json"
 JSON = "application/json"
+BACK_OFF_S = 0.25  # a client's pause after a 429 (busy)
 
 
 def mix(task: str) -> list[tuple[str, bytes]]:
@@ -99,6 +101,8 @@ def load(served: Served, requests: list[tuple[str, bytes]], clients: int, second
                     message = json.loads(content).get("message", "")[:120]
             with lock:
                 answers.append({"kind": kind, "status": status, "s": took, "message": message})
+            if status == 429:  # busy: a client backs off before asking again
+                time.sleep(BACK_OFF_S)
 
     samples: list[dict] = []
 
