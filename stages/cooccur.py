@@ -12,24 +12,25 @@ from nlpzoo.config import build
 from nlpzoo.data.cooccur import count_cooccurrences
 from nlpzoo.data.vocab import Vocab, read_lines
 from nlpzoo.io import atomic_dir, atomic_write_json
-from nlpzoo.params import CooccurConfig
+from nlpzoo.layout import Layout
+from nlpzoo.params_data import CooccurConfig
 
 
 def main(argv: list[str]) -> None:
     params = load_params()
     cfg = build(CooccurConfig, params.get("cooccur"), "cooccur")
-    data = root() / "data"
-    vocab = Vocab.load(data / "vocab" / "lm" / "vocab.txt")
-    with atomic_dir(data / "cooccur") as tmp:
+    where = Layout(root())
+    vocab = Vocab.load(where.vocab("lm") / "vocab.txt")
+    with atomic_dir(where.cooccur) as tmp:
         stats = count_cooccurrences(
-            read_lines(data / "prepared" / "lm" / "train.txt"),
+            read_lines(where.prepared("lm") / "train.txt"),
             word_to_id=vocab.index,
             vocab_size=len(vocab),
             out_path=tmp / "cooccur.npz",
             config=cfg,
-            scratch_dir=data,
+            scratch_dir=where.data(),
         )
-        shutil.copyfile(data / "vocab" / "lm" / "vocab.txt", tmp / "vocab.txt")
+        shutil.copyfile(where.vocab("lm") / "vocab.txt", tmp / "vocab.txt")
         atomic_write_json(tmp / "stats.json", stats)
 
 

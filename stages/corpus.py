@@ -8,7 +8,8 @@ from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.prepare import fetch_corpus
 from nlpzoo.data.sources import mirror_from_env
-from nlpzoo.params import LMDataConfig, MTDataConfig
+from nlpzoo.layout import Layout
+from nlpzoo.params_data import LMDataConfig, MTDataConfig
 
 
 def main(argv: list[str]) -> None:
@@ -18,7 +19,7 @@ def main(argv: list[str]) -> None:
         role,
         lm=build(LMDataConfig, params.get("lm"), "lm"),
         mt=build(MTDataConfig, params.get("mt"), "mt"),
-        raw_root=root() / "data" / "raw",
+        raw_root=Layout(root()).raw(),
         mirror=mirror_from_env(),
     )
 

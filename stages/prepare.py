@@ -7,7 +7,8 @@ Reads data/raw/ROLE/ and params `lm` or `mt`; writes data/prepared/ROLE/.
 from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.prepare import prepare_lm, prepare_mt, raw_dir_for
-from nlpzoo.params import LMDataConfig, MTDataConfig
+from nlpzoo.layout import Layout
+from nlpzoo.params_data import LMDataConfig, MTDataConfig
 
 
 def main(argv: list[str]) -> None:
@@ -15,8 +16,8 @@ def main(argv: list[str]) -> None:
     params = load_params()
     lm = build(LMDataConfig, params.get("lm"), "lm")
     mt = build(MTDataConfig, params.get("mt"), "mt")
-    raw = raw_dir_for(role, lm, mt, root() / "data" / "raw")
-    out = root() / "data" / "prepared" / role
+    raw = raw_dir_for(role, lm, mt, Layout(root()).raw())
+    out = Layout(root()).prepared(role)
     if role == "lm":
         prepare_lm(lm, raw_dir=raw, out_dir=out)
     else:

@@ -7,14 +7,15 @@ Reads data/prepared/ROLE/ and params `vocab.ROLE`; writes data/vocab/ROLE/.
 from nlpzoo.cli import load_params, root, run_stage
 from nlpzoo.config import build
 from nlpzoo.data.vocab import build_lm_vocab, build_mt_vocab
-from nlpzoo.params import LMVocabConfig, MTVocabConfig
+from nlpzoo.layout import Layout
+from nlpzoo.params_data import LMVocabConfig, MTVocabConfig
 
 
 def main(argv: list[str]) -> None:
     (role,) = argv
     params = load_params()
     section = (params.get("vocab") or {}).get(role)
-    prepared, out = root() / "data" / "prepared" / role, root() / "data" / "vocab" / role
+    prepared, out = Layout(root()).prepared(role), Layout(root()).vocab(role)
     if role == "lm":
         build_lm_vocab(
             build(LMVocabConfig, section, "vocab.lm"), prepared_dir=prepared, out_dir=out

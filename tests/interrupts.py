@@ -81,7 +81,7 @@ def train_with_callbacks(monkeypatch, params: dict, run: str, root, callbacks, *
     import torch
 
     from nlpzoo.tracking import Tracker
-    from projects import inactive
+    from toy import inactive
 
     with monkeypatch.context() as m:
         m.setattr(Tracker, "start", classmethod(inactive))

@@ -18,9 +18,8 @@ import pytest
 from nlpzoo import cli, io, lifecycle
 from nlpzoo.data.vocab import build_lm_vocab
 from nlpzoo.errors import DataError
-from nlpzoo.params import LMVocabConfig
-from nlpzoo.tracking import Tracker
-from projects import inactive, make_project
+from nlpzoo.params_data import LMVocabConfig
+from toy import make_project
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -28,8 +27,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.setattr(Tracker, "start", classmethod(inactive))  # MLflow is not under test
+def project(tmp_path, no_tracking):  # MLflow is not under test
     return make_project(tmp_path)
 
 

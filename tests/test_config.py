@@ -12,7 +12,9 @@ import pytest
 from nlpzoo.config import build, closest, require
 from nlpzoo.errors import ConfigError
 from nlpzoo.models import ngram, nnlm
-from nlpzoo.params import CooccurConfig, TrainerConfig, run_configs, validate_params
+from nlpzoo.params import TrainerConfig, run_configs
+from nlpzoo.params_data import CooccurConfig
+from nlpzoo.params_file import validate_params
 
 # --------------------------------------------------------------------------- small dataclasses
 

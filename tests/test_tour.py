@@ -15,7 +15,8 @@ import yaml
 
 from nlpzoo import tour
 from nlpzoo.__main__ import main
-from nlpzoo.params import parse_models, read_params, run_configs, validate_params
+from nlpzoo.params import parse_models, read_params, run_configs
+from nlpzoo.params_file import validate_params
 from nlpzoo.report.build import build_report
 
 ROOT = Path(__file__).resolve().parents[1]

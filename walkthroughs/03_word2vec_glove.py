@@ -197,7 +197,7 @@ GV = len(SPECIALS) + len(GWORDS)
 print("counting:", code("src/nlpzoo/data/cooccur.py", "count_cooccurrences"))
 with tempfile.TemporaryDirectory() as tmp:
     out = Path(tmp) / "cooccur.npz"
-    from nlpzoo.params import CooccurConfig
+    from nlpzoo.params_data import CooccurConfig
 
     count_cooccurrences(CORPUS, gid, GV, out, CooccurConfig(window=1, distance_weighting=False))
     rows, cols, vals, _ = load_cooccurrences(out)

@@ -95,6 +95,8 @@ def remove_checkpoints(ckpt_dir: Path) -> None:
     from nlpzoo.errors import ConfigError
 
     resolved = Path(ckpt_dir).resolve()
-    if resolved.parent.name != "checkpoints" or resolved.name in ("", ".", ".."):
+    from nlpzoo.layout import CHECKPOINTS
+
+    if resolved.parent.name != CHECKPOINTS or resolved.name in ("", ".", ".."):
         raise ConfigError(f"refusing to delete {ckpt_dir}: not a run's folder inside checkpoints/")
     shutil.rmtree(resolved, ignore_errors=True)

@@ -468,7 +468,7 @@ def evaluate(params: dict, name: str, root: Path) -> dict:
         tracker.save(tmp)  # later stages (mixtures) reopen the run from here
         for file_name, write in scores.files.items():
             write(tmp / file_name)
-    metrics_path = run.root / "metrics" / f"{name}.json"
+    metrics_path = run.layout.metrics(name)
     atomic_write_json(metrics_path, metrics)
     if scores.tags:
         tracker.log_params(scores.tags)

@@ -34,19 +34,21 @@ import yaml
 
 from nlpzoo.errors import ConfigError
 from nlpzoo.families import FAMILIES
+from nlpzoo.layout import Layout
 from nlpzoo.params import parse_models
+from nlpzoo.taskinfo import TASK_INFO, task_info
 
 HEADER = (
     "# Generated from params.yaml and the code by `python -m nlpzoo pipeline` (`make pipeline`):\n"
     "# rerun it after changing `models:` or an import; every stage checks that this file is\n"
     "# current. Each train-RUN / evaluate-RUN stage depends on exactly the code it runs\n"
-    "# (docs/design.md §4).\n"
+    "# (docs/design.md §6).\n"
 )
 DATA_ROLES = {"corpus": ["lm", "mt", "eval"], "prepare": ["lm", "mt"], "vocab": ["lm", "mt"]}
+# the project's paths relative to its root, as dvc.yaml names them (nlpzoo.layout)
+REL = Layout()
 # where the evaluation sets of the word-vector protocol live (corpus@eval)
-EVAL_SETS = "data/raw/eval"
-# each stage's wall and CPU time, written by `nlpzoo.cli.run_stage` (the report's last table)
-TIMINGS = "timings"
+EVAL_SETS = str(REL.eval_sets)
 
 
 def stage_name(argv: list[str]) -> str:
@@ -63,7 +65,7 @@ def stage_name(argv: list[str]) -> str:
 
 def timing_file(stage: str) -> str:
     """Where stage `stage` records its time, relative to the project root."""
-    return f"{TIMINGS}/{stage}.json"
+    return str(REL.timing(stage))
 
 
 def stage_order(runs: Iterable[str]) -> list[str]:
@@ -84,8 +86,12 @@ DRIVERS = {
     "nlpzoo.params_file": "reads params.yaml, refuses an invalid file or a stale dvc.yaml, and "
     "hands the stage the file's mapping as YAML read it",
     "nlpzoo.pipeline": "this generator of dvc.yaml and its code closure",
-    "nlpzoo.tracking": "MLflow: records what a run computed (params, metrics, files), computes "
-    "none of it",
+    # the tracking package, each of its modules (the closure skips a module by its own name)
+    **{
+        f"nlpzoo.tracking{sub}": "MLflow: records what a run computed (params, metrics, "
+        "files), computes none of it"
+        for sub in ("", ".store", ".retry", ".tracker", ".fetch")
+    },
     "nlpzoo.use": "the commands' front end: argument parsing, one-line errors",
     "nlpzoo.use.arguments": "the commands' argument parsers",
     "nlpzoo.use.commands": "the commands: read input, print answers",
@@ -121,17 +127,18 @@ DRIVER_NAMES = {
         "RUN_FILE": "the file in which the MLflow run's id is kept, written and read by "
         "tracking's own calls",
         "fetch_run_dir": "downloads a registered run's files from the store",
-        "_git_commit": "the commit the report names, read from git",
+        "git_commit": "the commit the report names, read from git",
         **{
             name: "the MLflow client of the register stage: where the store is, how a call is "
             "retried, locked or refused"
             for name in (
                 "MODEL",
-                "_chain",
-                "_is_connection_failure",
-                "_process_tracking_uri",
-                "_store_lock",
-                "_with_retries",
+                "error_chain",
+                "is_connection_failure",
+                "mlflow_client",
+                "process_tracking_uri",
+                "store_lock",
+                "with_retries",
                 "store_failure",
                 "tracking_uri",
             )
@@ -291,9 +298,9 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         "foreach": DATA_ROLES["prepare"],
         "do": {
             "cmd": "python stages/prepare.py ${item}",
-            "deps": [*script_code(root, "prepare"), "data/raw/${item}"],
+            "deps": [*script_code(root, "prepare"), str(REL.raw("${item}"))],
             "params": ["${item}"],
-            "outs": ["data/prepared/${item}"],
+            "outs": [str(REL.prepared("${item}"))],
             "metrics": [_timing("prepare@${item}")],
         },
     }
@@ -301,17 +308,17 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         "foreach": DATA_ROLES["vocab"],
         "do": {
             "cmd": "python stages/vocab.py ${item}",
-            "deps": [*script_code(root, "vocab"), "data/prepared/${item}"],
+            "deps": [*script_code(root, "vocab"), str(REL.prepared("${item}"))],
             "params": ["vocab.${item}", *_present(params, "seed")],
-            "outs": ["data/vocab/${item}"],
+            "outs": [str(REL.vocab("${item}"))],
             "metrics": [_timing("vocab@${item}")],
         },
     }
     out["cooccur"] = {
         "cmd": "python stages/cooccur.py",
-        "deps": [*script_code(root, "cooccur"), "data/prepared/lm", "data/vocab/lm"],
+        "deps": [*script_code(root, "cooccur"), str(REL.prepared("lm")), str(REL.vocab("lm"))],
         "params": _present(params, "cooccur"),
-        "outs": ["data/cooccur"],
+        "outs": [str(REL.cooccur)],
         "metrics": [_timing("cooccur")],
     }
     run_params = {}
@@ -319,62 +326,67 @@ def stages(params: dict, root: Path) -> dict[str, Any]:
         own = [name] if name in params else []
         run_params[name] = [*own, f"models.{name}"]
     for name, spec in specs.items():
+        model, data, curve = str(REL.model(name)), str(REL.data(spec.data)), str(REL.curve(name))
         out[f"train-{name}"] = {
             "cmd": f"python stages/train.py {shlex.quote(name)}",
-            "deps": [*run_code(root, "train", spec.family), f"data/{spec.data}"],
+            "deps": [*run_code(root, "train", spec.family), data],
             "params": [*run_params[name], *_present(params, "trainer", "seed")],
-            "outs": [f"models/{name}", _timing(f"train-{name}", run_cache=False)],
-            "plots": [{f"plots/{name}.csv": {"cache": False, "x": "epoch", "y": _curve_y(spec)}}],
+            "outs": [model, _timing(f"train-{name}", run_cache=False)],
+            "plots": [{curve: {"cache": False, "x": "epoch", "y": _curve_y(spec)}}],
         }
     for name, spec in specs.items():
-        extra = [EVAL_SETS] if spec.task in ("lm", "vectors") else []
+        extra = [EVAL_SETS] if task_info(spec.task).evaluation else []
         out[f"evaluate-{name}"] = {
             "cmd": f"python stages/evaluate.py {shlex.quote(name)}",
             "deps": [
                 *run_code(root, "evaluate", spec.family),
-                f"models/{name}",
-                f"data/{spec.data}",
+                str(REL.model(name)),
+                str(REL.data(spec.data)),
                 *extra,
             ],
             "params": [
                 *run_params[name],
                 *_present(params, "trainer", *(["evaluation"] if extra else [])),
             ],
-            "outs": [f"eval/{name}", _timing(f"evaluate-{name}", run_cache=False)],
-            "metrics": [{f"metrics/{name}.json": {"cache": False}}],
+            "outs": [str(REL.evaluation(name)), _timing(f"evaluate-{name}", run_cache=False)],
+            "metrics": [{str(REL.metrics(name)): {"cache": False}}],
         }
     lms = [name for name, spec in specs.items() if spec.task == "lm"]
     out["mixture"] = {
         "cmd": "python stages/mixture.py",
-        "deps": [*script_code(root, "mixture"), *(f"eval/{name}" for name in lms)],
+        "deps": [*script_code(root, "mixture"), *(str(REL.evaluation(name)) for name in lms)],
         "params": [*_present(params, "mixture"), *(f"models.{name}" for name in lms)],
         "outs": [_timing("mixture", run_cache=False)],
-        "metrics": [{"metrics/mixtures.json": {"cache": False}}],
+        "metrics": [{str(REL.mixtures): {"cache": False}}],
     }
     out["report"] = {
         "cmd": "python stages/report.py",
         "deps": [
             *script_code(root, "report"),
-            "metrics/mixtures.json",
-            *(f"metrics/{name}.json" for name in specs),
-            *(f"plots/{name}.csv" for name in specs),
-            *(f"eval/{name}" for name in specs),
-            *(f"models/{name}" for name, s in specs.items() if s.task != "mt"),
-            "data/vocab/lm/stats.json",
-            "data/vocab/mt/stats.json",
+            str(REL.mixtures),
+            *(str(REL.metrics(name)) for name in specs),
+            *(str(REL.curve(name)) for name in specs),
+            *(str(REL.evaluation(name)) for name in specs),
+            *(str(REL.model(name)) for name, s in specs.items() if s.task != "mt"),
+            str(REL.vocab("lm") / "stats.json"),
+            str(REL.vocab("mt") / "stats.json"),
             ROOFLINE,  # the machine's matrix-product peak (benchmarks/roofline.py)
             *(timing_file(stage) for stage in stage_order(specs)),  # not its own
         ],
         "params": [{"params.yaml": None}],
-        "outs": [{"reports": {"cache": False}}, _timing("report", run_cache=False)],
+        "outs": [{str(REL.reports): {"cache": False}}, _timing("report", run_cache=False)],
     }
     for name in specs:  # after the report: a store without a registry never holds it up
         out[f"register-{name}"] = {
             "cmd": f"python stages/register.py {shlex.quote(name)}",
-            "deps": [*script_code(root, "register"), f"models/{name}", f"metrics/{name}.json"],
+            "deps": [
+                *script_code(root, "register"),
+                str(REL.model(name)),
+                str(REL.metrics(name)),
+            ],
             "params": [*run_params[name], *_present(params, "mlflow")],
             "outs": [_timing(f"register-{name}", run_cache=False)],
-            "metrics": [{f"registry/{name}.json": {"cache": False}}],
+            "metrics": [{str(REL.registry(name)): {"cache": False}}],
         }
     return out
 
@@ -418,7 +430,7 @@ def _corpus(params: dict, root: Path) -> dict[str, Any]:
     `always_changed` instead, and DVC's templating cannot set that per item, so every corpus
     role reruns on each `dvc repro` (`fetch_corpus` says so in one line)."""
     from nlpzoo.config import build
-    from nlpzoo.params import LMDataConfig, MTDataConfig, inside_project, user_files
+    from nlpzoo.params_data import LMDataConfig, MTDataConfig, inside_project, user_files
 
     lm = build(LMDataConfig, params.get("lm"), "lm")
     mt = build(MTDataConfig, params.get("mt"), "mt")
@@ -438,7 +450,7 @@ def _corpus(params: dict, root: Path) -> dict[str, Any]:
             *(f"${{item.file{i}}}" for i in range(1, slots + 1)),
         ],
         "params": _present(params, "lm", "mt"),
-        "outs": [f"data/raw/{name}"],
+        "outs": [str(REL.raw(name))],
         "metrics": [_timing(f"corpus@{name}")],
     }
     if outside:
@@ -461,29 +473,22 @@ def _present(params: dict, *sections: str) -> list[str]:
 
 
 def _curve_y(spec) -> str:
-    return "train_loss" if spec.task == "vectors" else "val_ppl"
+    return task_info(spec.task).curve.column
 
 
 def plots(params: dict) -> list[dict]:
     """The top-level plots: one figure per task with every enabled run's curve."""
     specs = parse_models(params)
-    titles = {
-        "lm": ("learning_curves_lm", "Language models, validation perplexity per epoch"),
-        "vectors": ("learning_curves_vectors", "Word vectors, training loss per epoch"),
-        "mt": (
-            "learning_curves_mt",
-            "Translation, validation perplexity per epoch (SentencePiece pieces)",
-        ),
-    }
     out = []
-    for task, (key, title) in titles.items():
+    for task, info in TASK_INFO.items():
+        key, title = f"learning_curves_{task}", info.plot_title()
         runs = [
             n
             for n, s in specs.items()
             if s.task == task and not (task == "vectors" and FAMILIES[s.family].fit != "lightning")
         ]
         if runs:
-            y = {f"plots/{n}.csv": _curve_y(specs[n]) for n in runs}
+            y = {str(REL.curve(n)): _curve_y(specs[n]) for n in runs}
             out.append({key: {"title": title, "template": "linear", "x": "epoch", "y": y}})
     return out
 

@@ -6,7 +6,7 @@
               its `run` artifact, the one copy of the weights in the store; the nlpzoo package
               travels with it) -> a new version of registered model `nlpzoo-RUN`, tagged with
               the git revision, the params hash, the DVC experiment and the run's test metrics
-              -> alias `champion` on the version whose main metric (`MAIN_METRIC`) is best ->
+              -> alias `champion` on the version whose main metric (`TaskInfo`) is best ->
               registry/RUN.json
 
 The model is logged whatever `mlflow.register` says (the commands' `--mlflow-run ID` read the
@@ -54,7 +54,9 @@ from typing import Any
 
 from nlpzoo.config import build
 from nlpzoo.io import atomic_write_json
+from nlpzoo.layout import Layout
 from nlpzoo.params import MlflowConfig
+from nlpzoo.taskinfo import task_info
 from nlpzoo.tasks import Run
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,6 @@ log = logging.getLogger(__name__)
 PREFIX = "nlpzoo-"  # registered model of run RUN: nlpzoo-RUN
 CHAMPION = "champion"
 # the metric that picks the champion version, by task, and whether higher is better
-MAIN_METRIC = {"lm": ("test_ppl", False), "mt": ("bleu_beam", True), "vectors": ("ws353_rho", True)}
 METRIC_TAG = "nlpzoo.metric."  # a version's test metrics, as tags (versions have no metrics)
 FINGERPRINT_TAG = "nlpzoo.fingerprint"  # a logged model's files, code and requirements (SHA-256)
 CHAMPION_ROUNDS = 5  # compare-and-set rounds of the champion alias (one or two without a race)
@@ -80,8 +81,9 @@ def register(params: dict, name: str, root: Path) -> dict:
     from nlpzoo.tracking import store_failure, tracking_uri
 
     run = Run.of(params, name, root)
-    metrics = json.loads((root / "metrics" / f"{name}.json").read_text())
-    metric, higher = MAIN_METRIC[run.family.task]
+    metrics = json.loads(run.layout.metrics(name).read_text())
+    info = task_info(run.family.task)
+    metric, higher = info.main_metric, info.higher_is_better
     wanted = build(MlflowConfig, params.get("mlflow"), "mlflow").register
     record: dict[str, Any] = {"run": name, "model": model_name(name), "metric": metric}
     try:
@@ -97,7 +99,7 @@ def register(params: dict, name: str, root: Path) -> dict:
         log.warning(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
         record.update(logged=False, registered=False, why=why)
-    atomic_write_json(root / "registry" / f"{name}.json", record)
+    atomic_write_json(run.layout.registry(name), record)
     return record
 
 
@@ -105,10 +107,11 @@ def _store_failure(err: BaseException) -> bool:
     """A failure of the store (unreachable, refused, no registry), not of this code."""
     from mlflow.exceptions import MlflowException
 
-    from nlpzoo.tracking import _chain, _is_connection_failure
+    from nlpzoo.tracking import error_chain, is_connection_failure
 
     return any(
-        isinstance(e, (MlflowException, OSError)) or _is_connection_failure(e) for e in _chain(err)
+        isinstance(e, (MlflowException, OSError)) or is_connection_failure(e)
+        for e in error_chain(err)
     )
 
 
@@ -117,19 +120,25 @@ def _publish(
 ) -> dict:
     """Log the run's model (or find it logged already), then register it when `wanted`."""
     import mlflow
-    from mlflow import MlflowClient
 
-    from nlpzoo.tracking import RUN_FILE, _process_tracking_uri, _with_retries, tracking_uri
+    from nlpzoo.tracking import (
+        RUN_FILE,
+        mlflow_client,
+        process_tracking_uri,
+        tracking_uri,
+        with_retries,
+    )
 
     uri = tracking_uri()
-    client = MlflowClient(tracking_uri=uri)
+    client = mlflow_client(uri)
     run_id = json.loads((run.model_dir / RUN_FILE).read_text()).get("run_id")
     if not run_id:
         raise mlflow.exceptions.MlflowException(
-            f"models/{run.name}/{RUN_FILE} names no MLflow run (the store was down in training)"
+            f"{Layout().model(run.name) / RUN_FILE} names no MLflow run (the store was down in "
+            "training)"
         )
-    source = _with_retries(lambda: client.get_run(run_id))[0]
-    with _process_tracking_uri(uri):
+    source = with_retries(lambda: client.get_run(run_id))[0]
+    with process_tracking_uri(uri):
         model_id = _logged_model(client, run, source.info.experiment_id, run_id)
     logged = {"logged": True, "logged_model": f"models:/{model_id}", "mlflow_run_id": run_id}
     if not wanted:
@@ -147,8 +156,8 @@ def _publish(
         f"nlpzoo run '{run.name}' (family {run.spec.family}); "
         f"alias {CHAMPION}: the version of best {metric}"
     )
-    with _process_tracking_uri(uri), _registry_lock(uri):
-        version, champion = _with_retries(
+    with process_tracking_uri(uri), _registry_lock(uri):
+        version, champion = with_retries(
             lambda: _register_version(
                 client, name, model_id, run_id, tags, description, metric, higher
             )
@@ -254,13 +263,13 @@ def _registry_lock(uri: str) -> Iterator[None]:
     """Across processes and threads, one registration at a time in the sqlite store at `uri`:
     a file lock beside the database (`<db>-register-lock`); nothing for another store, where
     `_set_champion` compares and sets."""
-    from nlpzoo.tracking import _store_lock
+    from nlpzoo.tracking import store_lock
 
     if not uri.startswith("sqlite:///"):
         yield
         return
     db = Path(uri[len("sqlite:///") :])
-    with _store_lock(db.with_name(f"{db.name}-register")):
+    with store_lock(db.with_name(f"{db.name}-register")):
         yield
 
 
@@ -269,12 +278,12 @@ def _logged_model(client: Any, run: Run, experiment_id: str, run_id: str) -> str
     logged already, else a new one."""
     from mlflow.entities import LoggedModelStatus
 
-    from nlpzoo.tracking import MODEL, _with_retries
+    from nlpzoo.tracking import MODEL, with_retries
 
     files = _run_files(run)
     _check_vocabulary(run, files)
     fingerprint = _fingerprint(files)
-    found = _with_retries(
+    found = with_retries(
         lambda: client.search_logged_models(
             experiment_ids=[experiment_id], filter_string=f"source_run_id = '{run_id}'"
         )

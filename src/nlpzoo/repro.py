@@ -54,12 +54,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nlpzoo.errors import PROJECT_ERRORS, error_line
+from nlpzoo.layout import Layout
 from nlpzoo.params import parse_models
 from nlpzoo.params_file import load_params as load_project_params
+from nlpzoo.taskinfo import task_info
 
 DATA_STAGES = ["corpus", "prepare", "vocab", "cooccur"]
 ARM_STAGES = ("train", "evaluate", "register")  # a run's own stages, in order
-TASK_ORDER = {"mt": 0, "lm": 1, "vectors": 2}  # longest first when no timing is recorded
 GPU_SLOTS = 2  # runs sharing one GPU (the default)
 
 
@@ -67,7 +68,7 @@ def recorded_seconds(root: Path, run: str) -> float | None:
     """Wall seconds the run's two stages took in the last repro (timings/), if recorded."""
     total, found = 0.0, False
     for stage in (f"train-{run}", f"evaluate-{run}"):
-        path = root / "timings" / f"{stage}.json"
+        path = Layout(root).timing(stage)
         try:
             seconds = float(json.loads(path.read_text(encoding="utf-8"))["seconds"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -92,7 +93,7 @@ def schedule(params: dict, root: Path) -> list[str]:
         seconds = recorded_seconds(root, run)
         if seconds is not None:
             return (0, -seconds, order.index(run))
-        return (1, TASK_ORDER.get(specs[run].task, 3), -epochs(run), order.index(run))
+        return (1, task_info(specs[run].task).rank, -epochs(run), order.index(run))
 
     return sorted(specs, key=key)
 

@@ -64,34 +64,32 @@ from mlflow.protos.databricks_pb2 import (
     RESOURCE_EXHAUSTED,
 )
 
+from nlpzoo.taskinfo import task_info
+
 log = logging.getLogger(__name__)
 
 
 def default_params(config: dict, family: Any) -> dict[str, Any]:
-    """The params of the run's signature, with the defaults the commands use."""
-    if family.task == "mt":
-        run_config = config.get("config", {})
-        return {
-            "beam_size": int(run_config.get("beam_size", 5)),
-            "length_penalty": float(run_config.get("length_penalty", 0.0)),
-        }
-    if family.task == "lm":
-        return {
-            "mode": "generate",
-            "tokens": 20,
-            "temperature": 1.0,
-            "top_k": 0,
-            "seed": 0,
-            "k": 10,
-        }
-    return {"mode": "neighbours", "k": 10}
+    """The params of the run's signature, with the defaults the commands use: the task's
+    (`TaskInfo.defaults`), and the run's own setting (its config.json, else its family's
+    default) for a param the task gives none (a translation's beam size and length penalty)."""
+    info = task_info(family.task)
+    run_config = config.get("config", {})
+    out = {}
+    for name, kind in info.params.items():
+        if name in info.defaults:
+            out[name] = info.defaults[name]
+        else:
+            out[name] = kind(run_config.get(name, getattr(family.config, name)))
+    return out
 
 
 def input_example(folder: Path, family: Any) -> list[str]:
-    """The example logged with the model (MLflow runs it once): a German sentence for a
-    translation run, else the most frequent word of the run's vocabulary."""
-    if family.task == "mt":
-        return ["Ein Hund läuft über die Wiese."]
+    """The example logged with the model (MLflow runs it once): the task's (a German sentence
+    for a translation run), else the most frequent word of the run's vocabulary."""
+    example = task_info(family.task).example
+    if example:
+        return [example]
     from nlpzoo.data.vocab import SPECIALS
 
     words = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from nlpzoo.errors import PROJECT_ERRORS, NlpzooError, error_line
+from nlpzoo.layout import Layout
 
 FOLDER = "tour"  # the tour's project, under the project's root (git-ignored)
 EXPERIMENT = "nlpzoo-tour"  # its MLflow experiment
@@ -136,8 +137,7 @@ def prepare(root: Path, say=print) -> Path:
     """Write the tour's project `root/tour/` (no training): the copied files, the tour's
     params.yaml (validated), dvc.yaml, the report's note and a DVC repository of its own."""
     from nlpzoo import pipeline
-    from nlpzoo.params import validate_params
-    from nlpzoo.params_file import load_params
+    from nlpzoo.params_file import load_params, validate_params
     from nlpzoo.report.build import TOUR_NOTE
 
     root = root.resolve()
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     code = subprocess.call(
         [sys.executable, "-m", "nlpzoo", "repro", *extra], cwd=dest, env=environment(dest)
     )
-    report = dest / "reports" / "index.html"
+    report = Layout(dest).reports / "index.html"
     if code == 0 and report.is_file():
         print(f"tour: the report is {report} (and {report.with_name('report.md')}),")
         print("      marked as the tour: small sizes, not comparable with the full pipeline's")

@@ -13,7 +13,7 @@ from nlpzoo.data import cooccur
 from nlpzoo.data.cooccur import count_cooccurrences, load_cooccurrences
 from nlpzoo.data.vocab import SPECIALS
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.params import CooccurConfig
+from nlpzoo.params_data import CooccurConfig
 
 
 def _vocab(words: list[str]) -> dict[str, int]:

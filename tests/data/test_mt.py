@@ -8,7 +8,7 @@ import pytest
 from nlpzoo.data.mt import IGNORE, SEP, Codec, LengthBatches, collate, load_split
 from nlpzoo.data.vocab import BOS, EOS, PAD, build_mt_vocab
 from nlpzoo.errors import DataError
-from nlpzoo.params import MTVocabConfig
+from nlpzoo.params_data import MTVocabConfig
 
 
 def test_collate_layout():

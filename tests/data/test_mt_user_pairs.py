@@ -24,11 +24,11 @@ from nlpzoo.data.prepare import copy_user_files, prepare_mt
 from nlpzoo.errors import DataError, TrainingError
 from nlpzoo.evaluation.decoding import EXTRA
 from nlpzoo.families import FAMILIES
-from nlpzoo.params import MTDataConfig
+from nlpzoo.params_data import MTDataConfig
 from nlpzoo.tracking import Tracker
 from nlpzoo.training.callbacks import NonFiniteLoss
 from nlpzoo.use.answers import longest_source
-from projects import inactive, make_mt_project, tiny_mt_params
+from toy import inactive, make_mt_project, tiny_params
 
 
 def write(path: Path, lines: list[str]) -> str:
@@ -165,7 +165,7 @@ def test_a_run_refuses_an_over_long_test_pair_before_training(tmp_path, monkeypa
     lines = test.read_text().splitlines()
     lines[5] = " ".join(["der hund katze haus baum rot"] * 8)
     test.write_text("\n".join(lines) + "\n")
-    params = tiny_mt_params("transformer")
+    params = tiny_params("transformer")
     params["transformer"]["max_positions"] = 40
 
     def no_training(*args, **kwargs):

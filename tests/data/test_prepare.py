@@ -14,7 +14,7 @@ from nlpzoo.config import build
 from nlpzoo.data.prepare import brown_sentences, copy_user_files, prepare_lm, prepare_mt
 from nlpzoo.data.sources import SOURCES
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.params import LMDataConfig, MTDataConfig
+from nlpzoo.params_data import LMDataConfig, MTDataConfig
 
 # --------------------------------------------------------------------------- helpers
 

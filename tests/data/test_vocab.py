@@ -24,7 +24,7 @@ from nlpzoo.data.vocab import (
     load_stream,
 )
 from nlpzoo.errors import ConfigError, DataError
-from nlpzoo.params import LMVocabConfig, MTVocabConfig
+from nlpzoo.params_data import LMVocabConfig, MTVocabConfig
 
 # --------------------------------------------------------------------------- Vocab
 

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from mt_toy import copy_and_shift_pairs, train_on
 from nlpzoo.data.mt import pad
 from nlpzoo.data.vocab import BOS, EOS, PAD
 from nlpzoo.evaluation.decoding import beam_search, greedy, length_penalty, max_lengths
 from nlpzoo.models import transformer
+from toy import copy_and_shift_pairs, train_on
 
 A, B_ = 4, 5  # the toy model's two word pieces; with </s> its three tokens
 

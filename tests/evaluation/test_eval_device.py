@@ -24,8 +24,7 @@ from torch.overrides import TorchFunctionMode
 from nlpzoo import lifecycle
 from nlpzoo.families import FAMILIES
 from nlpzoo.tasks import Run, load_model, task_of
-from projects import make_mt_project, tiny_mt_params
-from toy import tiny_params, write_lm_data
+from toy import make_mt_project, tiny_params, write_lm_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -156,9 +155,7 @@ def lm_project(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mt_project(tmp_path_factory):
     root = make_mt_project(tmp_path_factory.mktemp("mt"))
-    params = tiny_mt_params(MT_RUNS[0])
-    for run in MT_RUNS[1:]:
-        params[run] = tiny_mt_params(run)[run]
+    params = tiny_params(*MT_RUNS)
     return root, _train(root, params, MT_RUNS)
 
 

@@ -12,8 +12,7 @@ from nlpzoo.errors import ConfigError
 from nlpzoo.families import FAMILIES
 from nlpzoo.families.common import DEFAULT_CUTOFFS, fit_cutoffs
 from nlpzoo.tracking import Tracker
-from projects import inactive, make_project
-from toy import tiny_params
+from toy import inactive, make_project, tiny_params
 
 LMS = ("nnlm", "rnn_lm", "transformer_lm")
 SMALL = {

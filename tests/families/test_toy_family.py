@@ -22,10 +22,11 @@ from nlpzoo.cost import Cost
 from nlpzoo.data.vocab import Vocab
 from nlpzoo.evaluation.mixture import mixtures
 from nlpzoo.families import FAMILIES, Family, register, unregister
-from nlpzoo.params import ReportConfig, validate_params
+from nlpzoo.params_file import validate_params
+from nlpzoo.params_report import ReportConfig
 from nlpzoo.report.build import build_report
 from nlpzoo.tracking import Tracker
-from projects import inactive, make_project
+from toy import inactive, make_project
 
 
 @dataclass

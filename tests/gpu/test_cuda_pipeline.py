@@ -12,9 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,16 +20,13 @@ import torch
 import yaml
 
 from nlpzoo.families import FAMILIES
-from nlpzoo.pipeline import ROOFLINE
-from projects import TINY_MT, WORDS
-from toy import TINY
+from toy import PARAMS, TINY, TINY_MT, pipeline_env, pipeline_params, run_checked, write_pipeline
 
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 CPU_RUNS = ("ngram", "svd", "cbow", "skipgram", "glove")  # kernels that run only on the CPU
 GPU_RUNS = (
     "nnlm",
@@ -48,61 +42,12 @@ MT_RUN = "transformer"  # the run scored again on both devices
 TIMEOUT = 1200  # seconds for the whole `python -m nlpzoo repro`
 
 
-def _run(cmd: list[str], cwd: Path, env: dict) -> str:
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-8000:]}"
-    return out
-
-
-def tiny_corpus(path: Path, n_sentences: int, seed: int) -> None:
-    """Sentences from a small grammar (about 37 words): enough structure to learn something."""
-    rng = random.Random(seed)
-    subj = ["the cat", "a dog", "the old man", "my friend", "she", "he", "the children"]
-    verb = ["sees", "likes", "finds", "eats", "reads", "wants"]
-    obj = ["the ball", "a book", "some bread", "the red car", "an apple", "the river"]
-    tail = ["", "today", "again", "in the park", "at night"]
-    lines = [
-        " ".join(
-            filter(
-                None, [rng.choice(subj), rng.choice(verb), rng.choice(obj), rng.choice(tail), "."]
-            )
-        )
-        for _ in range(n_sentences)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def tiny_parallel(folder: Path) -> dict:
-    """Aligned German-English word lists, 300 / 20 / 20 pairs: `mt.files` of a parallel source."""
-    rng = random.Random(0)
-    files = {}
-    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
-        src, tgt = [], []
-        for _ in range(n):
-            ks = rng.sample(sorted(WORDS), 3)
-            src.append("der " + " ".join(ks))
-            tgt.append("the " + " ".join(WORDS[k] for k in ks))
-        (folder / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")
-        (folder / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
-        files[split] = [str(folder / f"{split}.de"), str(folder / f"{split}.en")]
-    return files
-
-
 def tiny_project_params(inputs: Path, accelerator: str = "auto") -> dict:
-    """The project's params.yaml on the tiny corpora of `inputs`, every run kept, each at toy
-    sizes (tests/toy.py's TINY, translation tests/projects.py's TINY_MT) for one epoch, on
+    """The project's params.yaml on the toy corpora written to `inputs` (`toy.pipeline_params`),
+    every run kept, each at toy sizes (toy.py's TINY, translation TINY_MT) for one epoch, on
     `accelerator`, one device per run."""
-    tiny_corpus(inputs / "corpus.txt", 1500, seed=1)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["lm"].update(
-        source="text", files={"all": str(inputs / "corpus.txt")}, split_tokens=[9000, 2000]
-    )
-    params["mt"].update(source="parallel", files=tiny_parallel(inputs))
-    params["vocab"]["lm"]["min_count"] = 2
-    params["vocab"]["mt"]["vocab_size"] = 40
-    params["cooccur"]["window"] = 3
-    params["trainer"].update(accelerator=accelerator, devices=1, max_epochs=1)
+    params = pipeline_params(inputs, PARAMS["models"], relative=False)
+    params["trainer"].update(accelerator=accelerator, max_epochs=1)
     for run, spec in params["models"].items():
         section = params[run]
         mt = FAMILIES[spec["family"]].task == "mt"
@@ -121,24 +66,9 @@ def tiny_project_params(inputs: Path, accelerator: str = "auto") -> dict:
 def make_project(repo: Path, inputs: Path, accelerator: str = "auto") -> dict:
     """A copy of the project's pipeline in `repo` on tiny data (DVC without git); returns the
     environment its commands run in."""
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
-        shutil.copy(ROOT / name, repo / name)
-    for folder in ("stages", "src"):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / ROOFLINE).parent.mkdir(parents=True)
-    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)  # the report's machine peak
-    params = tiny_project_params(inputs, accelerator)
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(repo / "src"), env.get("PYTHONPATH", "")) if p
-    )
-    env["NLPZOO_LOG_LEVEL"] = "WARNING"
-    _run([sys.executable, "-m", "nlpzoo", "pipeline"], repo, env)
-    _run(["dvc", "init", "-q", "--no-scm"], repo, env)
-    _run(["dvc", "config", "core.analytics", "false"], repo, env)
+    pythonpath = os.pathsep.join(p for p in (str(repo / "src"), os.environ.get("PYTHONPATH")) if p)
+    env = pipeline_env(PYTHONPATH=pythonpath)
+    write_pipeline(repo, tiny_project_params(inputs, accelerator), env)
     return env
 
 
@@ -148,7 +78,7 @@ def project(tmp_path_factory) -> tuple[Path, dict, str]:
     its params and the command's output."""
     repo = tmp_path_factory.mktemp("project")
     env = make_project(repo, tmp_path_factory.mktemp("inputs"))
-    out = _run([sys.executable, "-m", "nlpzoo", "repro"], repo, env)
+    out = run_checked([sys.executable, "-m", "nlpzoo", "repro"], repo, env, timeout=TIMEOUT)
     params = yaml.safe_load((repo / "params.yaml").read_text())
     return repo, params, out
 

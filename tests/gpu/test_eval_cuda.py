@@ -14,8 +14,7 @@ import torch
 
 from nlpzoo import lifecycle
 from nlpzoo.tasks import Run, load_model, task_of
-from projects import make_mt_project, tiny_mt_params
-from toy import tiny_params, write_lm_data
+from toy import make_mt_project, tiny_params, write_lm_data
 
 pytestmark = [
     pytest.mark.cuda,
@@ -45,9 +44,7 @@ def lm_project(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mt_project(tmp_path_factory):
     root = make_mt_project(tmp_path_factory.mktemp("mt"))
-    params = tiny_mt_params(MT_RUNS[0])
-    for run in MT_RUNS[1:]:
-        params[run] = tiny_mt_params(run)[run]
+    params = tiny_params(*MT_RUNS)
     return _train(root, params, MT_RUNS)
 
 

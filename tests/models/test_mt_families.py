@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from mt_toy import copy_and_shift_pairs, train_on
 from nlpzoo.data.mt import IGNORE, collate
 from nlpzoo.errors import ConfigError
 from nlpzoo.families import FAMILIES
+from toy import copy_and_shift_pairs, train_on
 
 V = 30
 TINY = {

@@ -8,16 +8,14 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
-from test_pipeline import ROOT, _run, _tiny_corpus, _tiny_parallel
 
-from nlpzoo.pipeline import ROOFLINE
+from toy import copy_code, pipeline_env, pipeline_params, run_checked
 
 # Wall-clock measures and the MLflow run id: the only values allowed to differ between runs.
 TIMING_KEYS = {
@@ -49,18 +47,12 @@ RUNS = {
 
 
 def _tiny_params(inputs: Path) -> dict:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
-    params["lm"].update(
-        source="text", files={"all": str(inputs / "corpus.txt")}, split_tokens=[5000, 1200]
+    """The toy pipeline of RUNS on 1000 sentences, the user's files in `inputs`, one thread."""
+    params = pipeline_params(
+        inputs, RUNS, relative=False, sentences=1000, split_tokens=(5000, 1200)
     )
-    params["mt"].update(source="parallel", files=_tiny_parallel(inputs))
-    params["vocab"]["lm"]["min_count"] = 2
-    params["vocab"]["mt"]["vocab_size"] = 40
-    params["cooccur"]["window"] = 3
-    params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2, threads=1)
-    for run in set(params["models"]) - RUNS:
-        del params["models"][run], params[run]
+    params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
+    params["trainer"]["threads"] = 1
     # trained enough to earn a weight in the mixture with the n-gram (λ > 0)
     params["nnlm"].update(
         context_size=2,
@@ -109,21 +101,13 @@ for stage in stage_order(runs):
 
 
 def _make_project(repo: Path, params: dict) -> None:
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
-        shutil.copy(ROOT / name, repo / name)
-    for folder in ("stages", "src"):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / ROOFLINE).parent.mkdir(parents=True)
-    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)  # the report's machine peak
+    copy_code(repo)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def _env(hash_seed: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["NLPZOO_LOG_LEVEL"] = "WARNING"
-    env["PYTHONHASHSEED"] = str(hash_seed)  # another set and dict-of-hash order in each copy
-    return env
+    # another set and dict-of-hash order in each copy
+    return pipeline_env(PYTHONHASHSEED=str(hash_seed))
 
 
 def _outputs(repo: Path) -> dict:
@@ -164,19 +148,15 @@ def _same(x, y) -> bool:
 
 
 def test_same_params_same_outputs(tmp_path):
-    inputs = tmp_path / "inputs"
-    inputs.mkdir()
-    _tiny_corpus(inputs / "corpus.txt", 1000, seed=1)
     a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    _make_project(a, _tiny_params(inputs))
-    _run([sys.executable, "-m", "nlpzoo", "pipeline"], a, _env(1))  # dvc.yaml for these runs
+    _make_project(a, _tiny_params(tmp_path / "inputs"))
+    run_checked([sys.executable, "-m", "nlpzoo", "pipeline"], a, _env(1))  # dvc.yaml for these runs
     shutil.copytree(a, b)
     # the two copies run side by side (as `make repro` trains two runs), each in its own process
     # and with its own hash seed
     with ThreadPoolExecutor(2) as pool:
         jobs = [
-            pool.submit(_run, [sys.executable, "-c", DRIVER], repo, _env(i))
+            pool.submit(run_checked, [sys.executable, "-c", DRIVER], repo, _env(i))
             for i, repo in enumerate((a, b), 1)
         ]
         for job in jobs:

@@ -3,131 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-import random
-import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from nlpzoo.pipeline import ROOFLINE
+from toy import run_checked, stages_ran
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(cmd: list[str], cwd: Path, env: dict) -> str:
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-6000:]}"
-    return out
-
-
-def _ran(output: str) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", output))
-
-
-def _tiny_corpus(path: Path, n_sentences: int, seed: int) -> None:
-    """Sentences from a small grammar: enough structure for a model to learn something."""
-    rng = random.Random(seed)
-    subj = ["the cat", "a dog", "the old man", "my friend", "she", "he", "the children"]
-    verb = ["sees", "likes", "finds", "eats", "reads", "wants"]
-    obj = ["the ball", "a book", "some bread", "the red car", "an apple", "the river"]
-    tail = ["", "today", "again", "in the park", "at night"]
-    lines = [
-        " ".join(
-            filter(
-                None, [rng.choice(subj), rng.choice(verb), rng.choice(obj), rng.choice(tail), "."]
-            )
-        )
-        for _ in range(n_sentences)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _tiny_parallel(folder: Path) -> dict:
-    words = {"hund": "dog", "katze": "cat", "haus": "house", "baum": "tree", "rot": "red"}
-    rng = random.Random(0)
-    files = {}
-    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
-        src, tgt = [], []
-        for _ in range(n):
-            ks = rng.sample(sorted(words), 3)
-            src.append("der " + " ".join(ks))
-            tgt.append("the " + " ".join(words[k] for k in ks))
-        (folder / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")
-        (folder / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
-        files[split] = [str(folder / f"{split}.de"), str(folder / f"{split}.en")]
-    return files
+pytestmark = pytest.mark.xdist_group("reference")
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> tuple[Path, dict]:
-    repo = tmp_path_factory.mktemp("project")
-    # the user's corpus inside the project, where DVC watches it (outside, the corpus stages
-    # would run on every repro: tests/pipeline/test_run_cache.py)
-    inputs = repo / "inputs"
-    inputs.mkdir()
-    traces = tmp_path_factory.mktemp("loaded")
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
-        shutil.copy(ROOT / name, repo / name)
-    for folder in ("stages", "src"):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / ROOFLINE).parent.mkdir(parents=True)
-    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)  # the report's machine peak
-    _tiny_corpus(inputs / "corpus.txt", 1500, seed=1)
-
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["lm"].update(
-        source="text", files={"all": "inputs/corpus.txt"}, split_tokens=[9000, 2000]
-    )
-    # relative to the project, as a user writes them: a queued experiment's copy of the project
-    # finds them in its own inputs/
-    parallel = _tiny_parallel(inputs)
-    params["mt"].update(
-        source="parallel",
-        files={k: [f"inputs/{Path(f).name}" for f in v] for k, v in parallel.items()},
-    )
-    params["vocab"]["lm"]["min_count"] = 2
-    params["vocab"]["mt"]["vocab_size"] = 40
-    params["cooccur"]["window"] = 3
-    params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
-    # the other runs have their own tests (tests/tasks/test_lifecycle.py); svd keeps cooccur in
-    # the graph
-    for run in set(params["models"]) - {"ngram", "nnlm", "svd"}:
-        del params["models"][run], params[run]
-    params["svd"]["dim"] = 8
-    params["nnlm"].update(
-        context_size=2,
-        emb_dim=8,
-        hidden_dim=16,
-        batch_size=64,
-        cutoffs=[10, 20],  # the adaptive output's clusters, within the 37-word vocabulary
-        trainer={"max_epochs": 2},
-    )
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["NLPZOO_LOG_LEVEL"] = "WARNING"
-    env["NLPZOO_TRACE_MODULES"] = str(traces)
-    _run([sys.executable, "-m", "nlpzoo", "pipeline"], repo, env)
-    _run(["git", "init", "-q"], repo, env)
-    _run(["git", "config", "user.email", "test@example.invalid"], repo, env)
-    _run(["git", "config", "user.name", "test"], repo, env)
-    _run(["dvc", "init", "-q"], repo, env)
-    _run(["dvc", "config", "core.analytics", "false"], repo, env)
-    _run(["git", "add", "-A"], repo, env)
-    _run(["git", "commit", "-qm", "tiny project"], repo, env)
-    return repo, env
+def project(reference, tmp_path_factory) -> tuple[Path, dict]:
+    """A copy of the reference toy pipeline after its `dvc repro` (tests/pipeline/conftest.py),
+    changed by the tests of this module in their order: (root, environment)."""
+    copy = reference.copy(tmp_path_factory.mktemp("pipeline") / "project")
+    return copy.root, copy.env
 
 
-def test_repro_end_to_end_then_noop(project):
+def test_repro_end_to_end_then_noop(project, reference):
     repo, env = project
-    out = _run(["dvc", "repro"], repo, env)
+    out = reference.output  # the reference's `dvc repro` from nothing, before the copy
     assert {
         "train-ngram",
         "train-nnlm",
@@ -138,7 +35,7 @@ def test_repro_end_to_end_then_noop(project):
         "evaluate-svd",
         "mixture",
         "report",
-    } <= _ran(out)
+    } <= stages_ran(out)
     svd = json.loads((repo / "metrics" / "svd.json").read_text())
     assert svd["task"] == "vectors" and "test_ppl" not in svd and "analogy_coverage" in svd
     for run in ("ngram", "nnlm"):
@@ -151,8 +48,8 @@ def test_repro_end_to_end_then_noop(project):
     assert not (repo / "checkpoints" / "nnlm").exists(), "a finished run leaves no scratch"
     _check_loaded_code_is_in_the_deps(repo, env)
 
-    again = _run(["dvc", "repro"], repo, env)
-    assert _ran(again) == set(), again
+    again = run_checked(["dvc", "repro"], repo, env)
+    assert stages_ran(again) == set(), again
     # an edit flags exactly the stages that run the edited code (`dvc status`)
     expected = {
         "src/nlpzoo/models/outputs.py": {"train-nnlm", "evaluate-nnlm"},  # nnlm's output layer
@@ -167,18 +64,29 @@ def test_repro_end_to_end_then_noop(project):
         text = source.read_text()
         try:
             source.write_text(text + "# an edit\n")
-            status = json.loads(_run(["dvc", "status", "--json"], repo, env))
+            status = json.loads(run_checked(["dvc", "status", "--json"], repo, env))
         finally:
             source.write_text(text)
         assert set(status) == stages, (path, status)
-    _run(["git", "add", "-A"], repo, env)
-    _run(["git", "commit", "-qm", "first repro"], repo, env)
+    run_checked(["git", "add", "-A"], repo, env)
+    run_checked(["git", "commit", "-qm", "first repro"], repo, env)
+
+
+# loaded by a driver at every stage's start-up, for checks that can stop a stage but change
+# nothing it writes: the params file's validation as a whole (`params_file.validate_params`:
+# every section's config) and dvc.yaml's check (`pipeline.check`: the plots' task records)
+START_UP = {
+    "src/nlpzoo/params_data.py",
+    "src/nlpzoo/params_eval.py",
+    "src/nlpzoo/params_report.py",
+    "src/nlpzoo/taskinfo.py",
+}
 
 
 def _check_loaded_code_is_in_the_deps(repo: Path, env: dict) -> None:
     """Every nlpzoo module a stage process loaded is one of the stage's deps in dvc.yaml, except
-    the config modules of other families (loaded to validate params.yaml) and the driver modules
-    (docs/design.md §6)."""
+    the config modules of other families and the other sections (loaded to validate params.yaml,
+    `START_UP`) and the driver modules (docs/design.md §6)."""
     import nlpzoo
 
     package_root = Path(nlpzoo.__file__).resolve().parents[2]  # the installed source tree
@@ -199,16 +107,16 @@ def _check_loaded_code_is_in_the_deps(repo: Path, env: dict) -> None:
         extra = {
             f
             for f in loaded - set(stages[stage]["deps"]) - drivers
-            if not f.startswith("src/nlpzoo/families/")
+            if not f.startswith("src/nlpzoo/families/") and f not in START_UP
         }
         assert not extra, f"{stage} ran code it does not depend on: {sorted(extra)}"
 
 
 def test_exp_run_reruns_only_the_changed_run(project):
     repo, env = project
-    out = _run(["dvc", "exp", "run", "-S", "nnlm.hidden_dim=24", "-n", "wider"], repo, env)
+    out = run_checked(["dvc", "exp", "run", "-S", "nnlm.hidden_dim=24", "-n", "wider"], repo, env)
     ran = {"train-nnlm", "evaluate-nnlm", "mixture", "report", "register-nnlm"}
-    assert _ran(out) == ran, out
+    assert stages_ran(out) == ran, out
 
     from mlflow import MlflowClient
 
@@ -236,14 +144,14 @@ def test_exp_run_reruns_only_the_changed_run(project):
     assert newest.tags["dvc.exp_name"] == "wider"
 
     # what a user sees: the experiment's metrics differ from the baseline's, in every view
-    base = json.loads(_run(["git", "show", "HEAD:metrics/nnlm.json"], repo, env))
+    base = json.loads(run_checked(["git", "show", "HEAD:metrics/nnlm.json"], repo, env))
     assert m["params"] > base["params"] and m["test_ppl"] != base["test_ppl"]
-    header, *rows = _run(["dvc", "exp", "show", "--csv"], repo, env).splitlines()
+    header, *rows = run_checked(["dvc", "exp", "show", "--csv"], repo, env).splitlines()
     assert "nnlm.hidden_dim" in header and "test_ppl" in header
     assert any(row.startswith("wider,") and ",24," in row for row in rows), rows
-    diff = json.loads(_run(["dvc", "metrics", "diff", "--json"], repo, env))
+    diff = json.loads(run_checked(["dvc", "metrics", "diff", "--json"], repo, env))
     assert "test_ppl" in diff["metrics/nnlm.json"], diff
-    out = _run(["dvc", "plots", "diff", "HEAD", "wider", "--json"], repo, env)
+    out = run_checked(["dvc", "plots", "diff", "HEAD", "wider", "--json"], repo, env)
     plots = json.JSONDecoder().raw_decode(out)[0]  # a warning may follow the JSON
     runs = set(yaml.safe_load((repo / "params.yaml").read_text())["models"])
     for e in plots.get("errors", []):  # the combined plots also name runs cut from this project
@@ -263,11 +171,11 @@ def test_queued_experiments_reach_the_project_database(project):
     queued = {"q-narrow": 12, "q-wide": 20}
     for name, hidden in queued.items():
         cmd = ["dvc", "exp", "run", "--queue", "-S", f"nnlm.hidden_dim={hidden}", "-n", name]
-        _run(cmd, repo, env)
+        run_checked(cmd, repo, env)
     try:
-        _run(["dvc", "exp", "run", "--run-all"], repo, env)
+        run_checked(["dvc", "exp", "run", "--run-all"], repo, env)
     finally:
-        _run(["dvc", "queue", "stop"], repo, env)  # the worker would otherwise idle on
+        run_checked(["dvc", "queue", "stop"], repo, env)  # the worker would otherwise idle on
     assert (repo / "metrics" / "nnlm.json").read_text() == before
 
     from mlflow import MlflowClient
@@ -280,7 +188,7 @@ def test_queued_experiments_reach_the_project_database(project):
         run = by_exp[name]
         assert run.data.params["hidden_dim"] == str(hidden)
         assert run.info.status == "FINISHED" and "test_ppl" in run.data.metrics
-    shown = _run(["dvc", "exp", "show", "--csv"], repo, env)
+    shown = run_checked(["dvc", "exp", "show", "--csv"], repo, env)
     assert all(name in shown for name in queued)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -16,11 +15,7 @@ import pytest
 import yaml
 
 from nlpzoo import repro
-from nlpzoo.pipeline import ROOFLINE
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).parent))
-from test_pipeline import _tiny_corpus, _tiny_parallel  # noqa: E402
+from toy import REFERENCE_RUNS, ROOT, reference_params, write_pipeline
 
 
 @pytest.fixture()
@@ -315,43 +310,7 @@ def test_run_device_is_the_placement_of_the_run(params, tmp_path):
     assert repro.run_device(params, tmp_path, "ngram") == "cpu"
 
 
-TOY_RUNS = ("ngram", "nnlm", "svd")
 VOLATILE = ("seconds", "per_s", "mlflow_run_id")  # wall times and the MLflow run's id
-
-
-def _toy(repo: Path, svd_dim: int) -> None:
-    """A tiny project of three runs (two language models, so the mixture has its inputs, and
-    SVD, whose `dim` above the 37-word vocabulary fails its train stage)."""
-    inputs = repo.with_name(f"{repo.name}-inputs")
-    repo.mkdir()
-    inputs.mkdir()
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
-        shutil.copy(ROOT / name, repo / name)
-    for folder in ("stages", "src"):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / ROOFLINE).parent.mkdir(parents=True)
-    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)
-    _tiny_corpus(inputs / "corpus.txt", 1500, seed=1)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
-    params["lm"].update(
-        source="text", files={"all": str(inputs / "corpus.txt")}, split_tokens=[9000, 2000]
-    )
-    params["mt"].update(source="parallel", files=_tiny_parallel(inputs))
-    params["vocab"]["lm"]["min_count"] = 2
-    params["vocab"]["mt"]["vocab_size"] = 40
-    params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
-    for run in set(params["models"]) - set(TOY_RUNS):
-        del params["models"][run], params[run]
-    params["nnlm"].update(context_size=2, emb_dim=8, hidden_dim=16, batch_size=16, cutoffs=[10, 20])
-    params["svd"]["dim"] = svd_dim
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for cmd in (
-        [sys.executable, "-m", "nlpzoo", "pipeline"],
-        ["dvc", "init", "-q", "--no-scm"],
-        ["dvc", "config", "core.analytics", "false"],
-    ):
-        subprocess.run(cmd, cwd=repo, env=os.environ, check=True, capture_output=True)
 
 
 def _toy_metrics(repo: Path, runs) -> dict:
@@ -364,23 +323,26 @@ def _toy_metrics(repo: Path, runs) -> dict:
     return {n: stable(json.loads((repo / "metrics" / f"{n}.json").read_text())) for n in names}
 
 
-def test_a_toy_pipeline_on_every_core_keeps_going_past_a_failed_run(tmp_path, monkeypatch, capsys):
-    """The real DVC: with 8 cores every run starts at once; SVD fails, the language models
-    finish with the metrics of two runs side by side, the mixture is made, and the report is
+@pytest.mark.xdist_group("reference")
+def test_a_toy_pipeline_on_every_core_keeps_going_past_a_failed_run(
+    tmp_path, monkeypatch, capsys, reference
+):
+    """The real DVC: the reference toy pipeline's runs (tests/pipeline/conftest.py), its user's
+    files outside the project, SVD's `dim` above the 37-word vocabulary, without the register
+    stages; with 8 cores every run starts at once; SVD fails, the language models finish with
+    the metrics of the reference's plain `dvc repro`, the mixture is made, and the report is
     written outside DVC, naming the missing run."""
     for name in [k for k in os.environ if k.startswith(("MLFLOW_", "DVC_"))]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NLPZOO_LOG_LEVEL", "WARNING")
     monkeypatch.delenv("JOBS", raising=False)
-    plain, repo = tmp_path / "plain", tmp_path / "repo"
-    for root, dim in ((plain, 4), (repo, 1000)):
-        monkeypatch.setenv("PYTHONPATH", str(root / "src"))
-        _toy(root, dim)
-    monkeypatch.setenv("PYTHONPATH", str(plain / "src"))
-    monkeypatch.chdir(plain)
-    assert repro.main(["--jobs", "2"], root=plain) == 0, capsys.readouterr().out[-6000:]
-    capsys.readouterr()
+    repo = tmp_path / "repo"
+    monkeypatch.setenv("PYTHONPATH", str(repo / "src"))
+    params = reference_params(tmp_path / "repo-inputs", relative=False)
+    params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
+    params["svd"]["dim"] = 1000
+    write_pipeline(repo, params, dict(os.environ))
 
     _cores(monkeypatch, 8)
     arms = _Arms({}, {})
@@ -401,7 +363,7 @@ def test_a_toy_pipeline_on_every_core_keeps_going_past_a_failed_run(tmp_path, mo
     out = capsys.readouterr().out
     print(f"8 cores, svd failing: {time.monotonic() - started:.0f} s, status {status}")
     assert status == 1, out[-6000:]
-    assert arms.most["all"] == len(TOY_RUNS)  # every run at once
+    assert arms.most["all"] == len(REFERENCE_RUNS)  # every run at once
     assert "key 'dim' 1000 exceeds the vocabulary size" in out
     assert out.strip().splitlines()[-1] == (
         "error: failed: svd (its output above, prefixed [svd]); every other run finished"
@@ -412,4 +374,4 @@ def test_a_toy_pipeline_on_every_core_keeps_going_past_a_failed_run(tmp_path, mo
     # which run is missing
     assert "report" not in lock
     assert "`svd`: no metrics/svd.json" in (repo / "reports" / "report.md").read_text()
-    assert _toy_metrics(repo, ["ngram", "nnlm"]) == _toy_metrics(plain, ["ngram", "nnlm"])
+    assert _toy_metrics(repo, ["ngram", "nnlm"]) == _toy_metrics(reference.root, ["ngram", "nnlm"])

@@ -6,72 +6,32 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
-from nlpzoo.pipeline import ROOFLINE
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).parent))
-from test_pipeline import _tiny_corpus, _tiny_parallel  # noqa: E402
+from toy import pipeline_env, reference_params, stages_ran, write_pipeline
 
 RUNS = ("ngram", "nnlm")
 VOLATILE = ("seconds", "per_s", "mlflow_run_id")  # wall times and the MLflow run's id
 
+pytestmark = pytest.mark.xdist_group("reference")
 
-def _project(repo: Path, inputs: Path) -> dict:
-    repo.mkdir()
-    inputs.mkdir()
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
-        shutil.copy(ROOT / name, repo / name)
-    for folder in ("stages", "src"):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / ROOFLINE).parent.mkdir(parents=True)
-    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)  # the report's machine peak
-    _tiny_corpus(inputs / "corpus.txt", 1500, seed=1)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+def _project(repo: Path) -> dict:
+    """The reference toy pipeline's ngram and nnlm (tests/pipeline/conftest.py), its user's files
+    inside the project, without the register stages, ready to reproduce: its environment."""
+    params = reference_params(repo / "inputs")
     params["mlflow"]["register"] = False  # the register stage is tested in test_pipeline.py
-    params["lm"].update(
-        source="text", files={"all": "inputs/corpus.txt"}, split_tokens=[9000, 2000]
-    )
-    # relative to the project, as a user writes them: a queued experiment's copy of the project
-    # finds them in its own inputs/
-    parallel = _tiny_parallel(inputs)
-    params["mt"].update(
-        source="parallel",
-        files={k: [f"inputs/{Path(f).name}" for f in v] for k, v in parallel.items()},
-    )
-    params["vocab"]["lm"]["min_count"] = 2
-    params["vocab"]["mt"]["vocab_size"] = 40
-    params["trainer"].update(accelerator="cpu", devices=1, max_epochs=2)
     for run in set(params["models"]) - set(RUNS):
         del params["models"][run], params[run]
-    params["nnlm"].update(
-        context_size=2,
-        emb_dim=8,
-        hidden_dim=16,
-        batch_size=16,
-        cutoffs=[10, 20],  # the adaptive output's clusters, within the 37-word vocabulary
-        trainer={"max_epochs": 3},
-    )
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(repo / "src")
-    env["NLPZOO_LOG_LEVEL"] = "WARNING"
-    for cmd in (
-        [sys.executable, "-m", "nlpzoo", "pipeline"],
-        ["dvc", "init", "-q", "--no-scm"],
-        ["dvc", "config", "core.analytics", "false"],
-    ):
-        subprocess.run(cmd, cwd=repo, env=env, check=True, capture_output=True)
+    env = pipeline_env(PYTHONPATH=str(repo / "src"))
+    write_pipeline(repo, params, env)
     return env
 
 
@@ -104,10 +64,6 @@ def _metrics(repo: Path) -> dict:
     }
 
 
-def _ran(out: str) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", out))
-
-
 def _children(pid: int) -> list[int]:
     """Every process whose session is not ours but whose ancestry leads to `pid`'s children."""
     found = []
@@ -122,13 +78,12 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_ctrl_c_of_make_repro_then_the_next_one_resumes(tmp_path):
-    plain, repo = tmp_path / "plain", tmp_path / "repo"
-    env = _project(plain, plain / "inputs")  # inside the project, where DVC watches it
-    _finish(plain, env)
-    expected = _metrics(plain)
-
-    env = _project(repo, repo / "inputs")
+def test_ctrl_c_of_make_repro_then_the_next_one_resumes(tmp_path, reference):
+    """The next repro ends with the metrics of the reference's uninterrupted plain `dvc repro`
+    (tests/pipeline/conftest.py), whose ngram and nnlm these are."""
+    expected = _metrics(reference.root)
+    repo = tmp_path / "repo"
+    env = _project(repo)
     proc = _repro(repo, env)
     ckpt = repo / "checkpoints" / "nnlm" / "resume.ckpt"
     deadline = time.monotonic() + 300
@@ -161,8 +116,8 @@ def test_ctrl_c_of_make_repro_then_the_next_one_resumes(tmp_path):
     assert {"corpus@lm", "prepare@lm", "vocab@lm"} <= finished
 
     again = _finish(repo, env)
-    print(f"the next repro ran: {sorted(_ran(again))}")
-    assert not _ran(again) & finished, again  # nothing that had finished reran
-    assert {"train-nnlm", "evaluate-nnlm", "report"} <= _ran(again)
+    print(f"the next repro ran: {sorted(stages_ran(again))}")
+    assert not stages_ran(again) & finished, again  # nothing that had finished reran
+    assert {"train-nnlm", "evaluate-nnlm", "report"} <= stages_ran(again)
     assert "Restoring states from the checkpoint" in again, again  # nnlm resumed
     assert _metrics(repo) == expected

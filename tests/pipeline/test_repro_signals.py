@@ -83,13 +83,21 @@ def _env() -> dict:
     return env
 
 
-def _project(path: Path) -> Path:
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """The stand-in pipeline, DVC initialised, never reproduced: each test reproduces a copy."""
+    path = tmp_path_factory.mktemp("signals") / "p"
     path.mkdir()
     (path / "step.py").write_text(textwrap.dedent(STEP))
     (path / "dvc.yaml").write_text(yaml.safe_dump(_stages(), sort_keys=False))
     for cmd in (["dvc", "init", "-q", "--no-scm"], ["dvc", "config", "core.analytics", "false"]):
         subprocess.run(cmd, cwd=path, env=_env(), check=True, capture_output=True)
     return path
+
+
+def _project(path: Path, template: Path) -> Path:
+    """A copy of the stand-in pipeline at `path`."""
+    return Path(shutil.copytree(template, path, symlinks=True))
 
 
 def _repro(root: Path, **env) -> subprocess.Popen:
@@ -135,8 +143,8 @@ def _wait_for(cond, timeout: float, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> dict:
-    root = _project(tmp_path_factory.mktemp("plain") / "p")
+def uninterrupted(tmp_path_factory, template) -> dict:
+    root = _project(tmp_path_factory.mktemp("plain") / "p", template)
     _finish(root)
     return _outputs(root)
 
@@ -168,8 +176,10 @@ def _interrupt(root: Path, sig: int) -> tuple[subprocess.Popen, float]:
 @pytest.mark.parametrize(
     "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name
 )
-def test_a_signal_stops_every_child_and_the_next_repro_continues(tmp_path, uninterrupted, sig):
-    root = _project(tmp_path / "p")
+def test_a_signal_stops_every_child_and_the_next_repro_continues(
+    tmp_path, template, uninterrupted, sig
+):
+    root = _project(tmp_path / "p", template)
     proc, seconds = _interrupt(root, sig)
     out, _ = proc.communicate(timeout=30)
     print(f"{signal.Signals(sig).name}: every child group gone {seconds:.2f} s after the signal")
@@ -191,8 +201,8 @@ def test_a_signal_stops_every_child_and_the_next_repro_continues(tmp_path, unint
     assert "Running stage 'train-b'" in again and "Running stage 'report'" in again
 
 
-def test_the_children_end_when_the_parent_is_killed(tmp_path, uninterrupted):
-    root = _project(tmp_path / "p")
+def test_the_children_end_when_the_parent_is_killed(tmp_path, template, uninterrupted):
+    root = _project(tmp_path / "p", template)
     proc, seconds = _interrupt(root, signal.SIGKILL)
     proc.communicate(timeout=30)
     print(f"SIGKILL: every child group gone {seconds:.2f} s after the signal")
@@ -203,8 +213,8 @@ def test_the_children_end_when_the_parent_is_killed(tmp_path, uninterrupted):
     assert _runs(root, "train-a") == ["start"]
 
 
-def test_every_stage_runs_once_under_force(tmp_path, uninterrupted):
-    root = _project(tmp_path / "p")
+def test_every_stage_runs_once_under_force(tmp_path, template, uninterrupted):
+    root = _project(tmp_path / "p", template)
     _finish(root)
     shutil.rmtree(root / "log")
     proc = subprocess.run(
@@ -227,13 +237,28 @@ def test_every_stage_runs_once_under_force(tmp_path, uninterrupted):
     assert _outputs(root) == uninterrupted
 
 
+# The stage command: Python's own SIGINT handler (KeyboardInterrupt, and an exit by SIGINT when it
+# goes unhandled) is in place before its code runs, and the handler is set again explicitly before
+# it says it is ready; "ready" is written atomically (a rename), so the test never sends SIGINT to
+# a command still starting up (a KeyboardInterrupt during start-up exits 1, not by SIGINT).
+COMMAND = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+ready = sys.argv[1]
+with open(ready + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.replace(ready + ".tmp", ready)
+time.sleep(60)
+"""
+
+# The dvc process leading the group: its SIGINT handler is set before it starts the command, and
+# it waits on the command until the command ends.
 LEADER = r"""
-import signal, subprocess, sys, time
+import signal, subprocess, sys
 from pathlib import Path
 out = Path(sys.argv[1])
 signal.signal(signal.SIGINT, lambda *_: (out / "leader-sigint").write_text(""))
-cmd = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-(out / "ready").write_text(str(cmd.pid))
+cmd = subprocess.Popen([sys.executable, "-c", sys.argv[2], str(out / "ready")])
 (out / "command").write_text(str(cmd.wait()))  # as dvc: the command's end ends it
 """
 
@@ -243,11 +268,10 @@ def test_an_interrupt_reaches_the_stage_command_not_the_dvc_process(tmp_path):
     runs), so stop_groups interrupts the command and lets dvc exit on its own."""
     from nlpzoo.repro import stop_groups
 
-    leader = subprocess.Popen([sys.executable, "-c", LEADER, str(tmp_path)], start_new_session=True)
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "ready").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    leader = subprocess.Popen(
+        [sys.executable, "-c", LEADER, str(tmp_path), COMMAND], start_new_session=True
+    )
+    _wait_for(lambda: (tmp_path / "ready").exists(), 30, "the stage command to be ready")
     t0 = time.monotonic()
     stop_groups([leader.pid], poll=leader.poll)
     assert time.monotonic() - t0 < 3  # no SIGTERM or SIGKILL was needed

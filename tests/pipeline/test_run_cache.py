@@ -10,53 +10,32 @@ mlflow.db are deleted (`make clean`) a repro trains, evaluates and registers aga
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from nlpzoo.params import SECTIONS
-from nlpzoo.pipeline import ROOFLINE
-from toy import PARAMS, write_lm_data
-
-ROOT = Path(__file__).resolve().parents[2]
+from toy import PARAMS, copy_code, init_dvc, pipeline_env, run_checked, write_lm_data
 
 
-def _run(cmd: list[str], cwd: Path, env: dict) -> str:
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-6000:]}"
-    return out
-
-
-def _project(tmp_path: Path) -> tuple[Path, dict]:
-    """A git + DVC project with the code, the toy LM data and the report's roofline: (root, env)."""
-    repo = tmp_path / "project"
-    repo.mkdir()
-    for name in (".dvcignore", ".gitignore"):
-        shutil.copy(ROOT / name, repo / name)
-    for folder in ("stages", "src"):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / ROOFLINE).parent.mkdir(parents=True)
-    shutil.copy(ROOT / ROOFLINE, repo / ROOFLINE)  # the report's machine peak
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """A git + DVC project with the code, the toy LM data and the report's roofline, without a
+    dvc.yaml (each repro writes its own); each test changes a copy of it."""
+    repo = copy_code(tmp_path_factory.mktemp("run-cache") / "project")
+    (repo / "dvc.yaml").unlink()
     write_lm_data(repo)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["NLPZOO_LOG_LEVEL"] = "WARNING"
-    env["NLPZOO_MLFLOW_CACHE"] = str(tmp_path / "mlflow-cache")
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "config", "user.email", "test@example.invalid"],
-        ["git", "config", "user.name", "test"],
-        ["dvc", "init", "-q"],
-        ["dvc", "config", "core.analytics", "false"],
-    ):
-        _run(cmd, repo, env)
-    return repo, env
+    return init_dvc(repo, pipeline_env(), git=True)
+
+
+def _project(tmp_path: Path, template: Path) -> tuple[Path, dict]:
+    """A copy of `template` in `tmp_path`: (root, env)."""
+    repo = shutil.copytree(template, tmp_path / "project", symlinks=True)
+    return repo, pipeline_env(NLPZOO_MLFLOW_CACHE=str(tmp_path / "mlflow-cache"))
 
 
 def _params(order: int = 2, lm: dict | None = None) -> dict:
@@ -72,8 +51,8 @@ def _repro(repo: Path, env: dict, params: dict, *stages: str) -> tuple[set, set,
     """params.yaml, dvc.yaml from it, then `dvc repro --single-item STAGES`: (stages run, stages
     restored from the run cache, the output)."""
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    _run([sys.executable, "-m", "nlpzoo", "pipeline"], repo, env)
-    out = _run(["dvc", "repro", "--single-item", *stages], repo, env)
+    run_checked([sys.executable, "-m", "nlpzoo", "pipeline"], repo, env)
+    out = run_checked(["dvc", "repro", "--single-item", *stages], repo, env)
     ran = set(re.findall(r"Running stage '([^']+)'", out))
     cached = set(re.findall(r"Stage '([^']+)' is cached - skipping run", out))
     return ran, cached, out
@@ -84,13 +63,13 @@ def _mlflow(repo: Path) -> tuple[list, Path]:
     version's files download to."""
     from mlflow import MlflowClient
 
-    from nlpzoo.tracking import _process_tracking_uri, fetch_run_dir
+    from nlpzoo.tracking import fetch_run_dir, process_tracking_uri
 
     uri = f"sqlite:///{repo / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, filter_string="tags.`nlpzoo.run` = 'ngram'")
-    with _process_tracking_uri(uri):
+    with process_tracking_uri(uri):
         folder = fetch_run_dir("models:/nlpzoo-ngram@champion")
     return runs, folder
 
@@ -98,8 +77,8 @@ def _mlflow(repo: Path) -> tuple[list, Path]:
 RUN_STAGES = ["train-ngram", "evaluate-ngram", "register-ngram"]
 
 
-def test_a_clean_project_trains_evaluates_and_registers_again_in_mlflow(tmp_path):
-    repo, env = _project(tmp_path)
+def test_a_clean_project_trains_evaluates_and_registers_again_in_mlflow(tmp_path, template):
+    repo, env = _project(tmp_path, template)
     ran, cached, _ = _repro(repo, env, _params(), *RUN_STAGES)
     assert ran == set(RUN_STAGES) and cached == set()
     first = json.loads((repo / "registry" / "ngram.json").read_text())
@@ -130,8 +109,8 @@ def test_a_clean_project_trains_evaluates_and_registers_again_in_mlflow(tmp_path
     assert len(runs) == 3
 
 
-def test_corpus_files_in_the_project_are_deps_and_key_the_run_cache(tmp_path):
-    repo, env = _project(tmp_path)
+def test_corpus_files_in_the_project_are_deps_and_key_the_run_cache(tmp_path, template):
+    repo, env = _project(tmp_path, template)
     corpus = repo / "corpus" / "all.txt"
     corpus.parent.mkdir()
     corpus.write_text("The cat sees a dog .\n")
@@ -162,8 +141,8 @@ def test_corpus_files_in_the_project_are_deps_and_key_the_run_cache(tmp_path):
     assert raw.read_text() == corpus.read_text()
 
 
-def test_corpus_files_outside_the_project_make_the_corpus_stages_always_run(tmp_path):
-    repo, env = _project(tmp_path)
+def test_corpus_files_outside_the_project_make_the_corpus_stages_always_run(tmp_path, template):
+    repo, env = _project(tmp_path, template)
     outside = tmp_path / "elsewhere" / "all.txt"
     outside.parent.mkdir()
     outside.write_text("The cat sees a dog .\n")

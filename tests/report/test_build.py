@@ -10,65 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_inputs import CURVE, VECTORS, render, report_dirs, vector_run, write_json
 
 from nlpzoo.config import build
 from nlpzoo.errors import ConfigError
-from nlpzoo.params import ReportConfig
-from nlpzoo.report.build import build_report
+from nlpzoo.params_report import ReportConfig
 from nlpzoo.report.inputs import Provenance, attention_maps
-
-CURVE = "epoch,step,train_loss,val_loss,val_ppl,seconds\n0,10,5,4.9,134,1\n1,20,4.8,4.87,130,2\n"
-VECTORS = {
-    "analogy_acc": 0.05,
-    "analogy_sem_acc": 0.02,
-    "analogy_syn_acc": 0.07,
-    "analogy_coverage": 0.5,
-    "ws353_rho": 0.2,
-    "ws353_coverage": 0.7,
-    "simlex_rho": 0.1,
-    "simlex_coverage": 0.9,
-}
-PROBES = ["king", "city", "war"]
-
-
-def _project(tmp_path: Path) -> dict[str, Path]:
-    dirs = {k: tmp_path / k for k in ("metrics", "plots", "eval", "models", "reports")}
-    for k, d in dirs.items():
-        if k != "reports":
-            d.mkdir()
-    return dirs
-
-
-def _write(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj), encoding="utf-8")
-
-
-def _vector_run(dirs: dict[str, Path], name: str, seed: int) -> None:
-    """neighbours.json and vectors.txt for probe words and 3 neighbours each."""
-    rng = np.random.default_rng(seed)
-    words = [*PROBES] + [f"{p}_n{i}" for p in PROBES for i in range(3)]
-    _write(
-        dirs["eval"] / name / "neighbours.json",
-        {p: [[f"{p}_n{i}", 0.9 - 0.1 * i] for i in range(3)] for p in PROBES},
-    )
-    lines = [f"{len(words)} 4"] + [
-        w + " " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) for w in words
-    ]
-    (dirs["models"] / name).mkdir(parents=True)
-    (dirs["models"] / name / "vectors.txt").write_text("\n".join(lines) + "\n")
-
-
-def _render(dirs, runs, **kw) -> str:
-    return build_report(
-        metrics_dir=dirs["metrics"],
-        plots_dir=dirs["plots"],
-        eval_dir=dirs["eval"],
-        models_dir=dirs["models"],
-        out_dir=dirs["reports"],
-        runs=runs,
-        **kw,
-    )
 
 
 def _rows(text: str, section: str) -> dict[str, str]:
@@ -81,8 +28,8 @@ def _rows(text: str, section: str) -> dict[str, str]:
 
 
 def test_empty_project_renders_and_lists_every_missing_run(tmp_path):
-    dirs = _project(tmp_path)
-    text = _render(dirs, {"ngram": "ngram", "seq2seq": "seq2seq"})
+    dirs = report_dirs(tmp_path)
+    text = render(dirs, {"ngram": "ngram", "seq2seq": "seq2seq"})
     assert "No language-model runs yet" in text and "No translation runs yet" in text
     assert "`ngram`: no metrics/ngram.json" in text
     assert "`seq2seq`: no metrics/seq2seq.json" in text
@@ -90,13 +37,13 @@ def test_empty_project_renders_and_lists_every_missing_run(tmp_path):
 
 
 def test_full_lm_and_vectors_report(tmp_path):
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     base = {"task": "lm", "params": 10, "train_seconds": 1.0, "train_tokens_per_s": 1e6}
-    _write(
+    write_json(
         dirs["metrics"] / "ngram.json",
         {**base, "family": "ngram", "valid_ppl": 160.0, "test_ppl": 150.0},
     )
-    _write(
+    write_json(
         dirs["metrics"] / "nnlm.json",
         {
             **base,
@@ -111,7 +58,7 @@ def test_full_lm_and_vectors_report(tmp_path):
             "cost_per_token": 1343440,
         },
     )
-    _write(
+    write_json(
         dirs["metrics"] / "mixtures.json",
         {"baseline": "ngram", "runs": {"nnlm": {"lambda": 0.6, "test_ppl_mix": 112.5}}},
     )
@@ -119,7 +66,7 @@ def test_full_lm_and_vectors_report(tmp_path):
     (dirs["plots"] / "ngram.csv").write_text(
         "epoch,step,train_loss,val_loss,val_ppl,seconds\n0,0,,5.07,160,0.5\n"
     )
-    _vector_run(dirs, "nnlm", 0)
+    vector_run(dirs, "nnlm", 0)
     params = {"nnlm": {"context_size": 4, "emb_dim": 60, "hidden_dim": 100}}
     prov = Provenance(
         git_rev="0123456789abcdef",
@@ -128,7 +75,7 @@ def test_full_lm_and_vectors_report(tmp_path):
         data={"lm": {"source": "brown", "lowercase": True}},
         vocab={"lm": {"vocab_size": 13192, "train_tokens": 800000, "min_count": 4}},
     )
-    text = _render(dirs, {"ngram": "ngram", "nnlm": "nnlm"}, params=params, provenance=prov)
+    text = render(dirs, {"ngram": "ngram", "nnlm": "nnlm"}, params=params, provenance=prov)
     assert (dirs["reports"] / "report.md").read_text() == text
     assert "`0123456789ab`" in text and "`wider-nnlm`" in text and "`cafe`" in text
     assert "13,192 words" in text and "800,000" in text
@@ -159,30 +106,30 @@ def test_full_lm_and_vectors_report(tmp_path):
 
 
 def test_one_lm_run_only(tmp_path):
-    dirs = _project(tmp_path)
-    _write(
+    dirs = report_dirs(tmp_path)
+    write_json(
         dirs["metrics"] / "nnlm.json",
         {"family": "nnlm", "task": "lm", "valid_ppl": 130.0, "test_ppl": 120.0},
     )
-    text = _render(dirs, {"ngram": "ngram", "nnlm": "nnlm", "cbow": "word2vec"})
+    text = render(dirs, {"ngram": "ngram", "nnlm": "nnlm", "cbow": "word2vec"})
     lm = _rows(text, "## 1. Language modelling")
     assert "120.0" in lm["nnlm"] and "| – |" in lm["nnlm"]  # no n-gram: no ratio
     assert "`ngram`: no metrics/ngram.json" in text and "`cbow`: no metrics/cbow.json" in text
     assert "`nnlm`: metrics lack `params`, `train_seconds`, `train_tokens_per_s`" in text
     assert "`nnlm`: no learning curve plots/nnlm.csv" in text
     assert "No ratios and no mixtures" not in text  # the baseline is enabled, not yet scored
-    text = _render(dirs, {"nnlm": "nnlm"})  # the baseline switched off
+    text = render(dirs, {"nnlm": "nnlm"})  # the baseline switched off
     assert "No ratios and no mixtures: the baseline `ngram` (params `mixture.baseline`)" in text
 
 
 def test_a_metrics_file_missing_a_key_and_a_broken_one(tmp_path):
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     m = {"family": "word2vec", "task": "vectors", **VECTORS}
     del m["simlex_rho"]
-    _write(dirs["metrics"] / "cbow.json", m)
+    write_json(dirs["metrics"] / "cbow.json", m)
     (dirs["metrics"] / "glove.json").write_text("{not json")
-    _write(dirs["metrics"] / "old_run.json", {"family": "nnlm", "test_ppl": 99.0})
-    text = _render(dirs, {"cbow": "word2vec", "glove": "glove"})
+    write_json(dirs["metrics"] / "old_run.json", {"family": "nnlm", "test_ppl": 99.0})
+    text = render(dirs, {"cbow": "word2vec", "glove": "glove"})
     vec = _rows(text, "## 2. Word vectors")
     assert "– (90)" in vec["cbow"]  # SimLex ρ missing, its coverage shown
     assert "`cbow`: metrics lack `simlex_rho`" in text
@@ -195,9 +142,9 @@ def test_a_metrics_file_missing_a_key_and_a_broken_one(tmp_path):
 
 
 def test_only_mt_runs(tmp_path):
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     for name, family, bleu in (("seq2seq", "seq2seq", 11.0), ("attention", "attention", 26.0)):
-        _write(
+        write_json(
             dirs["metrics"] / f"{name}.json",
             {
                 "family": family,
@@ -216,14 +163,14 @@ def test_only_mt_runs(tmp_path):
             },
         )
         (dirs["plots"] / f"{name}.csv").write_text(CURVE)
-    _write(
+    write_json(
         dirs["eval"] / "attention" / "samples.json",
         [
             {"source": f"ein hund {i}", "reference": f"a dog {i}", "greedy": "a dog", "beam": "a"}
             for i in range(10)
         ],
     )
-    _write(
+    write_json(
         dirs["eval"] / "attention" / "attention.json",
         [
             {  # as tasks/mt.py writes it: pieces on the axes, the text beside them
@@ -237,7 +184,7 @@ def test_only_mt_runs(tmp_path):
             for i in range(2)
         ],
     )
-    text = _render(dirs, {"seq2seq": "seq2seq", "attention": "attention"})
+    text = render(dirs, {"seq2seq": "seq2seq", "attention": "attention"})
     assert "No language-model runs yet" in text and "No runs with word vectors yet" in text
     mt = _rows(text, "## 3. Translation")
     assert "tutorial seq2seq (word-level, published)" in mt
@@ -256,10 +203,10 @@ def test_only_mt_runs(tmp_path):
 
 
 def test_tsne_projection_and_bad_config(tmp_path):
-    dirs = _project(tmp_path)
-    _write(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS})
-    _vector_run(dirs, "cbow", 1)
-    _render(dirs, {"cbow": "word2vec"}, config=ReportConfig(projection="tsne"))
+    dirs = report_dirs(tmp_path)
+    write_json(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS})
+    vector_run(dirs, "cbow", 1)
+    render(dirs, {"cbow": "word2vec"}, config=ReportConfig(projection="tsne"))
     assert (dirs["reports"] / "figures" / "projection_cbow.png").stat().st_size > 0
     with pytest.raises(ConfigError, match="projection"):
         build(ReportConfig, {"projection": "umap"}, "report")
@@ -271,14 +218,14 @@ def test_figures_reach_each_runs_mlflow_run(tmp_path, monkeypatch):
     from nlpzoo.tracking import Tracker
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     tracker = Tracker.start("cbow", "word2vec", {"dim": 4})
     tracker.save(dirs["eval"] / "cbow")
     tracker.finish()
-    _write(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS})
-    _vector_run(dirs, "cbow", 0)
+    write_json(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS})
+    vector_run(dirs, "cbow", 0)
     (dirs["plots"] / "cbow.csv").write_text(CURVE)
-    _render(dirs, {"cbow": "word2vec"}, mlflow=True)
+    render(dirs, {"cbow": "word2vec"}, mlflow=True)
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     listed = {a.path for a in client.list_artifacts(tracker.run_id, "figures")}
     assert listed == {"figures/projection_cbow.png", "figures/curves_vectors.png"}
@@ -304,7 +251,7 @@ def test_only_the_enabled_runs_of_models_are_reported(tmp_path, monkeypatch):
     in the footer."""
     from nlpzoo.report import figures
 
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     params = {
         "lm": {"source": "text"},
         "models": {
@@ -315,9 +262,9 @@ def test_only_the_enabled_runs_of_models_are_reported(tmp_path, monkeypatch):
         },
     }
     cost = {"cost_formula": "Q_FORMULA", "cost_terms": "sizes", "cost_per_token": 10}
-    _write(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 300.0))
-    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 270.0, **VECTORS, **cost))
-    _write(dirs["metrics"] / "svd.json", {"family": "svd", "task": "vectors", **VECTORS})
+    write_json(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 300.0))
+    write_json(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 270.0, **VECTORS, **cost))
+    write_json(dirs["metrics"] / "svd.json", {"family": "svd", "task": "vectors", **VECTORS})
     stale = {
         "rnn_lm": _lm_metrics("rnn_lm", 258.0, **cost),  # disabled
         "lstm_lm": _lm_metrics("rnn_lm", 242.0, **VECTORS, **cost),
@@ -325,9 +272,9 @@ def test_only_the_enabled_runs_of_models_are_reported(tmp_path, monkeypatch):
         "cbow": {"family": "word2vec", "task": "vectors", **VECTORS, **cost},
     }
     for name, m in stale.items():
-        _write(dirs["metrics"] / f"{name}.json", m)
-        _vector_run(dirs, name, 1)
-    _write(
+        write_json(dirs["metrics"] / f"{name}.json", m)
+        vector_run(dirs, name, 1)
+    write_json(
         dirs["metrics"] / "mixtures.json",
         {
             "baseline": "ngram",
@@ -339,8 +286,8 @@ def test_only_the_enabled_runs_of_models_are_reported(tmp_path, monkeypatch):
     )
     for name in ("ngram", "nnlm", "svd", *stale):
         (dirs["plots"] / f"{name}.csv").write_text(CURVE)
-    _vector_run(dirs, "nnlm", 0)
-    _vector_run(dirs, "svd", 2)
+    vector_run(dirs, "nnlm", 0)
+    vector_run(dirs, "svd", 2)
     drawn: list[str] = []  # the runs every figure was drawn from
     curves, projection = figures.learning_curves, figures.projection
 
@@ -355,7 +302,7 @@ def test_only_the_enabled_runs_of_models_are_reported(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "learning_curves", spy_curves)
     monkeypatch.setattr(figures, "projection", spy_projection)
     prov = Provenance(data={"lm": params["lm"], "mt": {"source": "multi30k"}})
-    text = _render(dirs, None, params=params, provenance=prov)
+    text = render(dirs, None, params=params, provenance=prov)
 
     body, footer = text.split("## Missing or incomplete", 1)
     for name in stale:
@@ -377,9 +324,9 @@ def test_only_the_enabled_runs_of_models_are_reported(tmp_path, monkeypatch):
 
 
 def test_a_stale_metrics_file_of_another_family_is_not_used(tmp_path):
-    dirs = _project(tmp_path)
-    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("rnn_lm", 120.0))
-    text = _render(dirs, {"nnlm": "nnlm"})
+    dirs = report_dirs(tmp_path)
+    write_json(dirs["metrics"] / "nnlm.json", _lm_metrics("rnn_lm", 120.0))
+    text = render(dirs, {"nnlm": "nnlm"})
     assert "No language-model runs yet" in text
     assert "`nnlm`: metrics/nnlm.json is of family `rnn_lm` but `models:` says `nnlm`" in text
 
@@ -387,8 +334,8 @@ def test_a_stale_metrics_file_of_another_family_is_not_used(tmp_path):
 def test_the_cost_table_shows_what_the_run_wrote(tmp_path):
     """The formula, sizes and Q come verbatim from metrics/RUN.json; the report computes none
     (not even from the run's params section)."""
-    dirs = _project(tmp_path)
-    _write(
+    dirs = report_dirs(tmp_path)
+    write_json(
         dirs["metrics"] / "nnlm.json",
         _lm_metrics(
             "nnlm",
@@ -399,7 +346,7 @@ def test_the_cost_table_shows_what_the_run_wrote(tmp_path):
             train_tokens_per_s=1e6,
         ),
     )
-    _write(
+    write_json(
         dirs["metrics"] / "glove.json",
         {
             "family": "glove",
@@ -411,10 +358,10 @@ def test_the_cost_table_shows_what_the_run_wrote(tmp_path):
             "cost_unit": "entry",
         },
     )
-    _write(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 150.0))  # no cost: speed only
+    write_json(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 150.0))  # no cost: speed only
     params = {"nnlm": {"context_size": 9, "emb_dim": 11, "hidden_dim": 13}}
     prov = Provenance(vocab={"lm": {"vocab_size": 13192}})
-    text = _render(
+    text = render(
         dirs, {"nnlm": "nnlm", "glove": "glove", "ngram": "ngram"}, params=params, provenance=prov
     )
     cost = _rows(text, "## 4. Cost")
@@ -429,19 +376,21 @@ def test_the_prose_takes_its_numbers_from_params_and_cost(tmp_path, monkeypatch)
     """The analogy search size is params' `evaluation.restrict_vocab`, the attention span of the
     translation costs `nlpzoo.cost.MT_SPAN`: the prose follows either when it changes."""
     from nlpzoo import cost
-    from nlpzoo.params import EvaluationConfig
+    from nlpzoo.params_eval import EvaluationConfig
 
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     q = {"cost_formula": "N×D", "cost_terms": "N=1, D=2", "cost_per_token": 2}
-    _write(dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS, **q})
-    default = _render(dirs, {"cbow": "word2vec"})
+    write_json(
+        dirs["metrics"] / "cbow.json", {"family": "word2vec", "task": "vectors", **VECTORS, **q}
+    )
+    default = render(dirs, {"cbow": "word2vec"})
     searched = f"answers searched among the {EvaluationConfig().restrict_vocab:,} most frequent"
     assert searched in default
     assert f"attention spans S = T = {cost.MT_SPAN} pieces" in default
 
     monkeypatch.setattr(cost, "MT_SPAN", 24)
     params = {"evaluation": {"restrict_vocab": 12345}}
-    text = _render(dirs, {"cbow": "word2vec"}, params=params)
+    text = render(dirs, {"cbow": "word2vec"}, params=params)
     assert "answers searched among the 12,345 most frequent words" in text
     assert searched not in text
     assert "attention spans S = T = 24 pieces" in text
@@ -460,10 +409,10 @@ def test_a_family_added_to_the_registry_is_reported(tmp_path, monkeypatch):
 
     register(Family("toy_lm", ToyConfig, object, "lm", "stream", "lightning"))
     try:
-        dirs = _project(tmp_path)
-        _write(dirs["metrics"] / "toy.json", _lm_metrics("toy_lm", 99.0))
+        dirs = report_dirs(tmp_path)
+        write_json(dirs["metrics"] / "toy.json", _lm_metrics("toy_lm", 99.0))
         params = {"models": {"toy": {"family": "toy_lm", "data": "vocab/lm"}}}
-        text = _render(dirs, None, params=params)
+        text = render(dirs, None, params=params)
     finally:
         unregister("toy_lm")
     assert "99.0" in _rows(text, "## 1. Language modelling")["toy"]
@@ -483,11 +432,13 @@ def test_the_published_bleu_rows_come_from_the_family_records(tmp_path):
 
     register(Family("toy_mt", ToyConfig, object, "mt", "parallel", "lightning", tutorial_bleu=20.5))
     try:
-        dirs = _project(tmp_path)
-        _write(dirs["metrics"] / "toy.json", {"family": "toy_mt", "bleu": 7.0, "bleu_beam": 8.0})
-        text = _render(dirs, {"toy": "toy_mt"})
+        dirs = report_dirs(tmp_path)
+        write_json(
+            dirs["metrics"] / "toy.json", {"family": "toy_mt", "bleu": 7.0, "bleu_beam": 8.0}
+        )
+        text = render(dirs, {"toy": "toy_mt"})
         other = Provenance(data={"mt": {"source": "multi30k", "test_set": "test_2017_flickr"}})
-        elsewhere = _render(dirs, {"toy": "toy_mt"}, provenance=other)
+        elsewhere = render(dirs, {"toy": "toy_mt"}, provenance=other)
         records = [FAMILIES[name] for name in FAMILIES]
     finally:
         unregister("toy_mt")
@@ -531,19 +482,19 @@ def _analogies(answers: dict[str, str]) -> list[dict]:
 
 
 def test_lm_samples_side_by_side_and_the_analogy_table(tmp_path):
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     for name, family, ppl in (("ngram", "ngram", 150.0), ("lstm", "rnn_lm", 110.0)):
-        _write(dirs["metrics"] / f"{name}.json", _lm_metrics(family, ppl))
-    _write(dirs["eval"] / "ngram" / "samples.json", _samples("of the county", 2))
-    _write(dirs["eval"] / "lstm" / "samples.json", _samples("was | built"))
-    _write(dirs["metrics"] / "svd.json", {"family": "svd", "task": "vectors", **VECTORS})
-    _write(dirs["metrics"] / "glove.json", {"family": "glove", "task": "vectors", **VECTORS})
+        write_json(dirs["metrics"] / f"{name}.json", _lm_metrics(family, ppl))
+    write_json(dirs["eval"] / "ngram" / "samples.json", _samples("of the county", 2))
+    write_json(dirs["eval"] / "lstm" / "samples.json", _samples("was | built"))
+    write_json(dirs["metrics"] / "svd.json", {"family": "svd", "task": "vectors", **VECTORS})
+    write_json(dirs["metrics"] / "glove.json", {"family": "glove", "task": "vectors", **VECTORS})
     questions = {"man woman king queen": "queen", "go went come came": "went"}
-    _write(dirs["eval"] / "svd" / "analogies.json", _analogies(questions))
+    write_json(dirs["eval"] / "svd" / "analogies.json", _analogies(questions))
     questions = {"man woman king queen": "prince", "go went come came": None}
-    _write(dirs["eval"] / "glove" / "analogies.json", _analogies(questions))
+    write_json(dirs["eval"] / "glove" / "analogies.json", _analogies(questions))
     runs = {"ngram": "ngram", "lstm": "rnn_lm", "svd": "svd", "glove": "glove"}
-    text = _render(dirs, runs)
+    text = render(dirs, runs)
     lm = text.split("## 1. Language modelling", 1)[1].split("\n## ", 1)[0]
     assert "after the prompt **the city**: 5 tokens sampled at temperature 1.0, seed 0" in lm
     assert "| ngram #1 | of the county 0 | -10.0 |" in lm
@@ -560,17 +511,17 @@ def test_lm_samples_side_by_side_and_the_analogy_table(tmp_path):
     for name in ("ngram", "lstm", "svd", "glove"):
         for f in (dirs["eval"] / name).iterdir():
             f.unlink()
-    text = _render(dirs, runs)
+    text = render(dirs, runs)
     assert "after the prompt" not in text and "king : ?" not in text
     assert "samples.json" not in text and "analogies.json" not in text
 
 
 def test_rendering_imports_no_torch(tmp_path):
-    dirs = _project(tmp_path)
-    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **VECTORS))
-    _vector_run(dirs, "nnlm", 0)
-    _write(dirs["eval"] / "nnlm" / "samples.json", _samples("the jury"))
-    _write(dirs["eval"] / "nnlm" / "analogies.json", _analogies({"a b c d": "d"}))
+    dirs = report_dirs(tmp_path)
+    write_json(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **VECTORS))
+    vector_run(dirs, "nnlm", 0)
+    write_json(dirs["eval"] / "nnlm" / "samples.json", _samples("the jury"))
+    write_json(dirs["eval"] / "nnlm" / "analogies.json", _analogies({"a b c d": "d"}))
     (dirs["plots"] / "nnlm.csv").write_text(CURVE)
     script = (
         "import sys\n"
@@ -591,7 +542,7 @@ def test_rendering_imports_no_torch(tmp_path):
 def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
     """timings/STAGE.json of every stage before the report (nlpzoo.cli.write_timing), in
     pipeline order; a missing or broken file is "not recorded"."""
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     timings = tmp_path / "timings"
     order = [
         *("corpus@lm", "corpus@mt", "corpus@eval", "prepare@lm", "prepare@mt"),
@@ -603,7 +554,7 @@ def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
         if stage == "evaluate-nnlm":
             continue  # never ran
         start = t0 + timedelta(seconds=30 * i)  # 75 s each, every 30 s: they overlap
-        _write(
+        write_json(
             timings / f"{stage}.json",
             {
                 "stage": stage,
@@ -617,8 +568,8 @@ def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
             },
         )
     (timings / "cooccur.json").write_text("{not json")
-    _write(timings / "report.json", {"stage": "report", "seconds": 9999})  # not shown
-    text = _render(dirs, {"nnlm": "nnlm", "ngram": "ngram"}, timings_dir=timings)
+    write_json(timings / "report.json", {"stage": "report", "seconds": 9999})  # not shown
+    text = render(dirs, {"nnlm": "nnlm", "ngram": "ngram"}, timings_dir=timings)
 
     section = "## 6. Time per stage (last `dvc repro`)"
     assert section in text and text.index(section) < text.index("## Missing or incomplete")
@@ -638,18 +589,18 @@ def test_time_per_stage_with_the_sum_the_span_and_what_is_missing(tmp_path):
 
 
 def test_time_per_stage_when_nothing_was_recorded(tmp_path):
-    dirs = _project(tmp_path)
-    text = _render(dirs, {"svd": "svd"}, timings_dir=tmp_path / "timings")
+    dirs = report_dirs(tmp_path)
+    text = render(dirs, {"svd": "svd"}, timings_dir=tmp_path / "timings")
     rows = _rows(text, "## 6. Time per stage")
     assert list(rows)[-3:] == ["`train-svd`", "`evaluate-svd`", "`mixture`"]
     assert all("not recorded" in r for k, r in rows.items() if k != "stage")
-    assert "## 6." not in _render(dirs, {"svd": "svd"})  # no timings_dir: no section
+    assert "## 6." not in render(dirs, {"svd": "svd"})  # no timings_dir: no section
 
 
 def test_time_per_stage_counts_the_gaps_between_reruns(tmp_path):
     """Two stages an hour apart, one overlapping a third: the span holds the gap, the time with
     a stage running does not."""
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     timings = tmp_path / "timings"
     t0 = datetime(2025, 1, 2, 10, 0, tzinfo=timezone.utc)
     for stage, start, seconds in (
@@ -658,7 +609,7 @@ def test_time_per_stage_counts_the_gaps_between_reruns(tmp_path):
         ("vocab@lm", 3600, 120),  # an hour later
     ):
         began = t0 + timedelta(seconds=start)
-        _write(
+        write_json(
             timings / f"{stage}.json",
             {
                 "stage": stage,
@@ -667,7 +618,7 @@ def test_time_per_stage_counts_the_gaps_between_reruns(tmp_path):
                 "finished": (began + timedelta(seconds=seconds)).isoformat(),
             },
         )
-    rows = _rows(_render(dirs, {}, timings_dir=timings), "## 6. Time per stage")
+    rows = _rows(render(dirs, {}, timings_dir=timings), "## 6. Time per stage")
     assert rows["**sum of the stages**"].split("|")[2] == " 4:00 "
     assert rows["**elapsed**, first start to last finish"].split("|")[2] == " 1:02:00 "
     assert rows["**of which a stage running**"].split("|")[2] == " 3:30 "
@@ -683,7 +634,7 @@ def test_provenance_names_the_commit_the_params_and_the_vocabularies(tmp_path):
     head = subprocess.run(
         ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
-    _write(tmp_path / "data" / "vocab" / "lm" / "stats.json", {"vocab_size": 7})
+    write_json(tmp_path / "data" / "vocab" / "lm" / "stats.json", {"vocab_size": 7})
     params = {"lm": {"source": "brown"}, "seed": 1}
     prov = read_provenance(tmp_path, params, "exp-1")
     assert prov.git_rev == head and prov.exp_name == "exp-1"
@@ -697,7 +648,7 @@ def test_provenance_names_the_commit_the_params_and_the_vocabularies(tmp_path):
 def _roofline(path: Path) -> None:
     """A roofline.json as benchmarks/roofline.py writes it (no top-level peaks: the report takes
     the largest figure over the shapes itself)."""
-    _write(
+    write_json(
         path,
         {
             "date": "2026-12-04T02:54:22+00:00",
@@ -721,23 +672,25 @@ def test_the_cost_table_holds_each_runs_precision_flops_and_share_of_its_precisi
     """Training GFLOP/s = 6 Q tokens/s; the share is of the one-thread peak (the largest over the
     shapes) of the run's own precision, bf16's for a bf16-mixed run; no share for word vectors;
     the machine and torch version of the peaks are named."""
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     q = {"cost_formula": "Q", "cost_terms": "-", "cost_per_token": 1_000_000}
-    _write(dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **q, train_tokens_per_s=1e3))
+    write_json(
+        dirs["metrics"] / "nnlm.json", _lm_metrics("nnlm", 120.0, **q, train_tokens_per_s=1e3)
+    )
     bf16 = {**q, "cost_per_token": 2_000_000, "train_tokens_per_s": 1e3, "precision": "bf16-mixed"}
     bf16.update(device="cuda", devices=2)
-    _write(dirs["metrics"] / "tlm.json", _lm_metrics("transformer_lm", 110.0, **bf16))
+    write_json(dirs["metrics"] / "tlm.json", _lm_metrics("transformer_lm", 110.0, **bf16))
     fp32 = {**q, "train_tokens_per_s": 2e3, "precision": "32-true"}
-    _write(dirs["metrics"] / "lstm.json", _lm_metrics("rnn_lm", 115.0, **fp32))
-    _write(
+    write_json(dirs["metrics"] / "lstm.json", _lm_metrics("rnn_lm", 115.0, **fp32))
+    write_json(
         dirs["metrics"] / "cbow.json",
         {"family": "word2vec", "task": "vectors", **VECTORS, **q, "train_tokens_per_s": 1e3},
     )
-    _write(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 150.0))
+    write_json(dirs["metrics"] / "ngram.json", _lm_metrics("ngram", 150.0))
     runs = {"nnlm": "nnlm", "tlm": "transformer_lm", "lstm": "rnn_lm", "cbow": "word2vec"}
     runs["ngram"] = "ngram"
     _roofline(tmp_path / "roofline.json")
-    text = _render(dirs, runs, roofline=tmp_path / "roofline.json")
+    text = render(dirs, runs, roofline=tmp_path / "roofline.json")
     cost = _rows(text, "## 4. Cost")
     assert list(cost["run"].replace(" ", "").split("|")[-5:-1]) == [
         "device",
@@ -758,7 +711,7 @@ def test_the_cost_table_holds_each_runs_precision_flops_and_share_of_its_precisi
     assert "**Test CPU 9000** (flags avx2, fma; not avx512_bf16, amx_bf16)" in section
     assert "torch 9.9.9+cpu" in section
 
-    without = _render(dirs, runs, roofline=tmp_path / "absent.json")
+    without = render(dirs, runs, roofline=tmp_path / "absent.json")
     assert _rows(without, "## 4. Cost")["nnlm"].endswith("| fp32 | 6.00 | – |")
     assert "No share of the peak" in without and "(not found)" in without
 
@@ -783,8 +736,8 @@ def test_quality_against_compute_from_the_committed_metrics_and_curves(tmp_path,
         return draw(task, curves, out)
 
     monkeypatch.setattr(figures, "quality_against_compute", keep)
-    dirs = _project(tmp_path)
-    text = _render(
+    dirs = report_dirs(tmp_path)
+    text = render(
         {**dirs, "metrics": root / "metrics", "plots": root / "plots", "eval": root / "eval"},
         None,
         params=params,
@@ -821,7 +774,7 @@ def test_the_report_stage_reads_the_projects_roofline(tmp_path):
     from nlpzoo.report.build import report_project
 
     q = {"cost_formula": "Q", "cost_per_token": 1_000_000, "train_tokens_per_s": 1e3}
-    _write(tmp_path / "metrics" / "nnlm.json", _lm_metrics("nnlm", 120.0, **q))
+    write_json(tmp_path / "metrics" / "nnlm.json", _lm_metrics("nnlm", 120.0, **q))
     params = {"models": {"nnlm": {"family": "nnlm", "data": "vocab/lm"}}}
     assert "No share of the peak" in report_project(params, root=tmp_path)
     _roofline(tmp_path / ROOFLINE)

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 from browser import Browser, find_browser
-from test_build import CURVE, VECTORS, _project, _render, _vector_run, _write
+from report_inputs import CURVE, VECTORS, render, report_dirs, vector_run, write_json
 
 # CI installs Debian's chromium (.ci/run) and must run these; elsewhere they need one installed
 pytestmark = pytest.mark.skipif(
@@ -43,25 +43,25 @@ def browser():
 
 
 def test_report_page_in_a_browser(tmp_path, browser):
-    dirs = _project(tmp_path)
+    dirs = report_dirs(tmp_path)
     lm = {"task": "lm", "params": 10, "train_seconds": 1.0, "train_tokens_per_s": 1e4}
-    _write(
+    write_json(
         dirs["metrics"] / "ngram.json",
         {**lm, "family": "ngram", "valid_ppl": 160.0, "test_ppl": 150.0},
     )
-    _write(
+    write_json(
         dirs["metrics"] / "nnlm.json",
         {**lm, **VECTORS, "family": "nnlm", "valid_ppl": 130.0, "test_ppl": 120.0},
     )
-    _write(
+    write_json(
         dirs["metrics"] / "attention.json",
         {"family": "attention", "task": "mt", "bleu": 20.0, "chrf": 45.0, "test_ppl": 8.0},
     )
-    _write(
+    write_json(
         dirs["eval"] / "attention" / "samples.json",
         [{"source": "ein <b>hund</b> & katze", "reference": "a dog", "greedy": "a dog"}],
     )
-    _write(
+    write_json(
         dirs["eval"] / "attention" / "attention.json",
         [
             {
@@ -73,8 +73,8 @@ def test_report_page_in_a_browser(tmp_path, browser):
     )
     for run in ("nnlm", "attention"):
         (dirs["plots"] / f"{run}.csv").write_text(CURVE)
-    _vector_run(dirs, "nnlm", 0)
-    text = _render(
+    vector_run(dirs, "nnlm", 0)
+    text = render(
         dirs, {"ngram": "ngram", "nnlm": "nnlm", "attention": "attention", "cbow": "word2vec"}
     )
 

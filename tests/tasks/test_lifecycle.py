@@ -26,9 +26,7 @@ def project(tmp_path_factory):
     return root
 
 
-@pytest.fixture(autouse=True)
-def _tracking(project, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
+pytestmark = pytest.mark.usefixtures("project_tracking")  # tests/tasks/conftest.py
 
 
 LM_RUNS = [r for r, e in PARAMS["models"].items() if FAMILIES[e["family"]].task == "lm"]

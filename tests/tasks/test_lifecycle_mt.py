@@ -17,7 +17,7 @@ from nlpzoo.data.mt import Codec, load_split
 from nlpzoo.families import FAMILIES
 from nlpzoo.tasks import load_model
 from nlpzoo.tasks.mt import translate
-from projects import make_mt_project, tiny_mt_params
+from toy import make_mt_project, tiny_params
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -36,14 +36,12 @@ def project(tmp_path_factory):
     return make_mt_project(tmp_path_factory.mktemp("mtproj"))
 
 
-@pytest.fixture(autouse=True)
-def _tracking(project, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
+pytestmark = pytest.mark.usefixtures("project_tracking")  # tests/tasks/conftest.py
 
 
 @pytest.mark.parametrize("run", MT_RUNS)
 def test_every_mt_run_trains_scores_and_translates(project, run):
-    params = tiny_mt_params(run)
+    params = tiny_params(run)
     stats = lifecycle.train(params, run, project)
     assert stats["epochs"] == 4 and stats["params"] > 0 and stats["train_tokens_per_s"] > 0
     data = project / "data" / "vocab" / "mt"
@@ -100,7 +98,7 @@ def test_translate_command(project, tmp_path, capsys):
 
     run = MT_RUNS[0]
     if not (project / "models" / run / "model.pt").is_file():
-        lifecycle.train(tiny_mt_params(run), run, project)
+        lifecycle.train(tiny_params(run), run, project)
     lines = tmp_path / "in.txt"
     lines.write_text("der hund katze haus\nder baum rot haus\n")
     assert main(["translate", "--run", run, "--models", str(project / "models"), str(lines)]) == 0
@@ -130,7 +128,7 @@ def _translate(project: Path, *args: str) -> tuple[int, str, str]:
 def test_translate_refuses_bad_input_with_one_line(project, tmp_path):
     run = "transformer"  # a positions table: sequences have a longest length
     if not (project / "models" / run / "model.pt").is_file():
-        lifecycle.train(tiny_mt_params(run), run, project)
+        lifecycle.train(tiny_params(run), run, project)
     good = tmp_path / "good.txt"
     good.write_text("der hund katze haus\n")
     long = tmp_path / "long.txt"

@@ -8,8 +8,7 @@ import torch
 
 from interrupts import FirstStep, KillAt, train_with
 from nlpzoo.io import remove_checkpoints
-from nlpzoo.tracking import Tracker
-from projects import inactive, make_mt_project, tiny_mt_params
+from toy import make_mt_project, tiny_params
 
 RUN = "transformer"
 
@@ -19,13 +18,11 @@ def project(tmp_path_factory):
     return make_mt_project(tmp_path_factory.mktemp("mtresume"))
 
 
-@pytest.fixture(autouse=True)
-def _no_tracking(monkeypatch):
-    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
+pytestmark = pytest.mark.usefixtures("no_tracking")  # tests/conftest.py
 
 
 def test_killed_translation_run_resumes_from_its_last_epoch(project, monkeypatch):
-    params = tiny_mt_params(RUN)
+    params = tiny_params(RUN)
     params[RUN]["trainer"].update(max_epochs=3, checkpoint_every_minutes=0)
     starts: list[int] = []
     uninterrupted = train_with(monkeypatch, params, RUN, project, FirstStep(starts))

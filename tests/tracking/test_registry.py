@@ -28,7 +28,7 @@ from test_tracking import free_port
 
 from nlpzoo import lifecycle, registry
 from nlpzoo.__main__ import main
-from nlpzoo.tracking import _process_tracking_uri
+from nlpzoo.tracking import process_tracking_uri
 from projects import cli, make_mt_project, tiny_mt_params, trained
 from toy import tiny_params, write_lm_data
 
@@ -50,7 +50,7 @@ def _uri(root: Path) -> str:
 
 
 def _load(root: Path, run: str):
-    with _process_tracking_uri(_uri(root)):  # the process's URI is left as it was
+    with process_tracking_uri(_uri(root)):  # the process's URI is left as it was
         return mlflow.pyfunc.load_model(f"models:/{registry.model_name(run)}@champion")
 
 
@@ -106,7 +106,7 @@ def test_pyfunc_answers_are_the_commands_answers(project):
 def test_the_commands_take_a_registered_version(project):
     """`--mlflow-run models:/nlpzoo-RUN@ALIAS` and `models:/nlpzoo-RUN/VERSION`: the version's
     own model, downloaded once into the store's cache folder, answers as the run's folder."""
-    from nlpzoo.tracking import _uri_key
+    from nlpzoo.tracking import uri_key
 
     local = cli(project, "neighbours", "--run", "svd", "cat", "dog", "-k", "3")
     for ref in ("models:/nlpzoo-svd@champion", "models:/nlpzoo-svd/1"):
@@ -120,7 +120,7 @@ def test_the_commands_take_a_registered_version(project):
     client = MlflowClient(tracking_uri=_uri(project))
     version = client.get_model_version(registry.model_name("svd"), "1")
     model_id = version.source.removeprefix("models:/")
-    cached = project / "mlflow-cache" / _uri_key(_uri(project)) / model_id
+    cached = project / "mlflow-cache" / uri_key(_uri(project)) / model_id
     assert sorted(p.name for p in cached.iterdir()) == [
         "config.json",
         "model.npz",
@@ -215,7 +215,7 @@ def test_the_model_loads_and_answers_without_the_project(project, tmp_path):
     nlpzoo (its working directory and path hold no checkout): the packaged code answers."""
     client = MlflowClient(tracking_uri=_uri(project))
     version = client.get_model_version_by_alias(registry.model_name("svd"), "champion")
-    with _process_tracking_uri(_uri(project)):
+    with process_tracking_uri(_uri(project)):
         local = Path(
             mlflow.artifacts.download_artifacts(version.source, dst_path=str(tmp_path / "m"))
         )
@@ -363,7 +363,7 @@ def test_two_registrations_at_once_leave_the_champion_on_the_better(project, mon
         threading.Thread(target=publish, name="worse", args=("worse", ppl / 2, False)),
         threading.Thread(target=publish, name="better", args=("better", ppl / 4, True)),
     ]
-    with _process_tracking_uri(_uri(project)):  # the threads restore this process's URI
+    with process_tracking_uri(_uri(project)):  # the threads restore this process's URI
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -439,7 +439,7 @@ def test_a_served_model_imports_only_what_its_requirements_install(project, mt_p
     modules = imported_by_package(script, json.dumps(cases))
     assert {"torch", "pytorch_lightning", "sentencepiece", "mlflow"} <= set(modules)
     for root, run in [(project, "lstm_lm"), (project, "svd"), (mt_project, "transformer")]:
-        with _process_tracking_uri(_uri(root)):
+        with process_tracking_uri(_uri(root)):
             path = mlflow.pyfunc.get_model_dependencies(
                 f"models:/{registry.model_name(run)}@champion"
             )

@@ -21,9 +21,9 @@ import pytest
 from mlflow import MlflowClient
 
 from nlpzoo import tracking
-from nlpzoo.tracking import RUN_FILE, Tracker, tracking_uri
+from nlpzoo.tracking import RUN_FILE, Tracker, retry, store, tracking_uri
 
-REAL_GIT_COMMIT = tracking._git_commit
+REAL_GIT_COMMIT = store.git_commit
 PARAMS = {
     "run": {"family": "nnlm", "emb_dim": 60, "direct": False, "lr": 0.001},
     "trainer": {"max_epochs": 2, "precision": "32-true", "devices": [0, 1]},
@@ -46,16 +46,16 @@ def clean_env(monkeypatch):
     for key in ("MLFLOW_TRACKING_URI", "DVC_ROOT", "DVC_EXP_NAME", "DVC_EXP_BASELINE_REV"):
         monkeypatch.delenv(key, raising=False)
     # never run git from the tests; a fixed commit also lets us check the tag
-    monkeypatch.setattr(tracking, "_git_commit", lambda root: "0123abcd")
+    monkeypatch.setattr(store, "git_commit", lambda root: "0123abcd")
     fast_retries(monkeypatch)
 
 
 def fast_retries(monkeypatch) -> None:
     """Retries without the real waits, and no store remembered as down from another test."""
-    monkeypatch.setattr(tracking, "RETRY_BASE_S", 0.01)
-    monkeypatch.setattr(tracking, "RETRY_MAX_S", 0.02)
-    monkeypatch.setattr(tracking, "_down_until", {})
-    monkeypatch.setattr(tracking, "_ready", set())
+    monkeypatch.setattr(retry, "RETRY_BASE_S", 0.01)
+    monkeypatch.setattr(retry, "RETRY_MAX_S", 0.02)
+    monkeypatch.setattr(retry, "_down_until", {})
+    monkeypatch.setattr(store, "_ready", set())
 
 
 @pytest.fixture(scope="module")
@@ -370,7 +370,7 @@ def test_a_refused_connection_mid_run_loses_no_metric(monkeypatch, tmp_path, db)
     retries last: one warning, the calls are kept, the next call within the hold is not tried,
     and once the store answers again every kept call is sent, in order: FINISHED, every step."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", db)
-    monkeypatch.setattr(tracking, "OUTAGE_HOLD_S", 0.5)
+    monkeypatch.setattr(retry, "OUTAGE_HOLD_S", 0.5)
     tracker = Tracker.start("rnn", "rnn_lm", {})
     dead = MlflowClient(tracking_uri=f"http://127.0.0.1:{free_port()}")
     tries = tracking.RETRY_TRIES
@@ -439,10 +439,10 @@ def test_which_failures_are_transient():
 
 
 def test_retries_are_bounded_and_back_off(monkeypatch):
-    monkeypatch.setattr(tracking, "RETRY_BASE_S", 0.05)
-    monkeypatch.setattr(tracking, "RETRY_MAX_S", 0.1)
+    monkeypatch.setattr(retry, "RETRY_BASE_S", 0.05)
+    monkeypatch.setattr(retry, "RETRY_MAX_S", 0.1)
     sleeps = []
-    monkeypatch.setattr(tracking.time, "sleep", sleeps.append)
+    monkeypatch.setattr(retry.time, "sleep", sleeps.append)
     calls = []
 
     def down():
@@ -450,7 +450,7 @@ def test_retries_are_bounded_and_back_off(monkeypatch):
         raise ConnectionError("refused")
 
     with pytest.raises(ConnectionError) as info:
-        tracking._with_retries(down)
+        tracking.with_retries(down)
     assert len(calls) == tracking.RETRY_TRIES == 5 and info.value.nlpzoo_tries == 5
     assert sleeps == [0.05, 0.1, 0.1, 0.1]  # doubling, capped
     # the defaults: at most about 3 s of waiting per call
@@ -481,8 +481,9 @@ def _log_from_a_process(uri, barrier, name, steps, out):
 
     os.environ["MLFLOW_TRACKING_URI"] = uri
     from nlpzoo import tracking as t
+    from nlpzoo.tracking import store as s
 
-    t._git_commit = lambda root: None
+    s.git_commit = lambda root: None
     barrier.wait()  # both create the store at the same moment
     t.prepare_store("nlpzoo")
     tracker = Tracker.start(name, "nnlm", {"steps": steps})
@@ -552,7 +553,7 @@ def test_the_commit_tagged_is_the_working_directorys(monkeypatch, tmp_path, db):
             ["git", "rev-parse", "HEAD"], cwd=repo, env=env, capture_output=True, text=True
         ).stdout.strip()
     assert heads["parent"] != heads["copy"]
-    monkeypatch.setattr(tracking, "_git_commit", REAL_GIT_COMMIT)
+    monkeypatch.setattr(store, "git_commit", REAL_GIT_COMMIT)
     shutil.copy(db[len("sqlite:///") :], tmp_path / "parent" / "mlflow.db")
     monkeypatch.setenv("DVC_ROOT", str(tmp_path / "parent"))
     monkeypatch.setenv("DVC_EXP_NAME", "queued-exp")

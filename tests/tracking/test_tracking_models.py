@@ -58,7 +58,7 @@ def project(tmp_path, template_db, monkeypatch) -> Path:
     shutil.copy(template_db, root / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
     monkeypatch.setenv(tracking.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(tracking, "_git_commit", lambda root: None)
+    monkeypatch.setattr(tracking.store, "git_commit", lambda root: None)
     fast_retries(monkeypatch)
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     monkeypatch.delenv("PL_SEED_WORKERS", raising=False)
@@ -111,7 +111,7 @@ def test_neural_run_logs_its_files_once_and_they_load_as_the_run(project, monkey
     assert "model.pt" not in _stored(project)
     with pytest.raises(DataError, match=r"holds no model yet: .*`dvc repro register-nnlm`"):
         fetch_run_dir(run_id)
-    assert not (tmp_path / "cache" / tracking._uri_key(uri) / run_id).exists()
+    assert not (tmp_path / "cache" / tracking.uri_key(uri) / run_id).exists()
 
     record = _register(project, "nnlm")
     assert record["registered"] is True
@@ -125,7 +125,7 @@ def test_neural_run_logs_its_files_once_and_they_load_as_the_run(project, monkey
 
     names = ["config.json", "model.pt", "train_stats.json", "vocab.txt"]
     folder = fetch_run_dir(run_id)
-    assert folder == tmp_path / "cache" / tracking._uri_key(uri) / run_id
+    assert folder == tmp_path / "cache" / tracking.uri_key(uri) / run_id
     assert sorted(p.name for p in folder.iterdir()) == names
     assert (folder / "config.json").read_bytes() == (model_dir / "config.json").read_bytes()
     vocab = project / "data" / "vocab" / "lm" / "vocab.txt"
@@ -202,7 +202,7 @@ def test_the_fetch_cache_is_per_store_and_a_failed_download_caches_nothing(proje
         m.setattr(mlflow.artifacts, "download_artifacts", broken)
         with pytest.raises(DataError, match=f"downloading its files from {other_uri} failed"):
             fetch_run_dir(run_id)
-    assert not (tracking.cache_root() / tracking._uri_key(other_uri) / run_id).exists()
+    assert not (tracking.cache_root() / tracking.uri_key(other_uri) / run_id).exists()
     second = fetch_run_dir(run_id)
     assert second != first and second.parent.parent == first.parent.parent
     assert (second / "config.json").read_bytes() == (first / "config.json").read_bytes()

@@ -15,7 +15,7 @@ from nlpzoo.params_file import load_params
 from nlpzoo.placement import place
 from nlpzoo.tasks import Run
 from nlpzoo.tracking import Tracker
-from projects import inactive, make_project
+from toy import inactive, make_project
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = load_params(ROOT / "params.yaml")

@@ -9,7 +9,6 @@ import signal
 import pytest
 import pytorch_lightning as pl
 import torch
-from test_training_resume import tiny_params, with_benchmarks
 
 from interrupts import FirstStep, KillAt, train_with
 from nlpzoo import lifecycle
@@ -19,7 +18,14 @@ from nlpzoo.params import TrainerConfig
 from nlpzoo.tracking import Tracker
 from nlpzoo.training import trainer as trainer_module
 from nlpzoo.training.trainer import cpu_flags, resolve_precision
-from projects import inactive, make_project
+from toy import (
+    inactive,
+    make_project,
+    resume_params,
+    tiny_params,
+    write_benchmarks,
+    write_lm_data,
+)
 
 CPU = TrainerConfig(accelerator="cpu")
 ZEN3 = {"fpu", "sse4_2", "avx", "avx2", "fma"}  # an AMD EPYC Zen 3: AVX2, no AVX-512
@@ -93,7 +99,7 @@ def test_a_run_trains_records_and_logs_the_resolved_precision(tmp_path, monkeypa
     stay float32 and the evaluation scores them in float32."""
     run = "nnlm"
     root = make_project(tmp_path)
-    params = tiny_params(run, precision="auto", max_epochs=1)
+    params = resume_params(run, precision="auto", max_epochs=1)
     logged, seen = {}, {}
 
     def start(cls, name, family, tracking_params, **kwargs):
@@ -116,7 +122,7 @@ def test_a_run_trains_records_and_logs_the_resolved_precision(tmp_path, monkeypa
     blob = torch.load(root / "models" / run / "model.pt", weights_only=True)
     assert {t.dtype for t in blob["state_dict"].values()} == {torch.float32}
 
-    with_benchmarks(root)
+    write_benchmarks(root)
     metrics = lifecycle.evaluate(params, run, root)
     assert metrics["precision"] == "bf16-mixed"
     assert json.loads((root / "metrics" / f"{run}.json").read_text())["precision"] == "bf16-mixed"
@@ -127,7 +133,7 @@ def test_an_fp32_checkpoint_is_not_resumed_in_bf16(tmp_path, monkeypatch, caplog
     rerun with `auto` on a CPU where it resolves to bf16-mixed, starts again; rerun where it
     resolves to 32-true, it resumes (as a run that said 32-true would)."""
     run = "nnlm"
-    params = tiny_params(run, precision="auto")
+    params = resume_params(run, precision="auto")
     monkeypatch.setattr(Tracker, "start", classmethod(inactive))
     for resolved, expected in (("bf16-mixed", [0, 0]), ("32-true", [0, 40])):
         root = make_project(tmp_path / resolved)
@@ -149,11 +155,9 @@ def test_an_fp32_checkpoint_is_not_resumed_in_bf16(tmp_path, monkeypatch, caplog
 def test_a_run_on_its_own_kernel_records_float32(tmp_path, monkeypatch):
     """word2vec's in-place kernel computes in float32: its run says 32-true even where `auto`
     resolves to bf16-mixed for the runs that train through autograd."""
-    import toy
-
     run = "cbow"
-    toy.write_lm_data(tmp_path)
-    params = toy.tiny_params(run)
+    write_lm_data(tmp_path)
+    params = tiny_params(run)
     params[run]["trainer"].update(precision="auto", max_epochs=1)
     monkeypatch.setattr(
         Tracker, "start", classmethod(lambda cls, name, *a, **k: cls(None, None, "-", name))

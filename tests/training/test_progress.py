@@ -10,14 +10,13 @@ from types import SimpleNamespace
 import pytest
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ProgressBar
-from test_training import V, _unseeded, loader, read_curve, stream, tiny_config, trainer_config
+from tiny_nnlm import V, loader, read_curve, stream, tiny_config, trainer_config
 
 from nlpzoo.errors import ConfigError
 from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, Progress, hms, make_trainer
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-assert _unseeded  # the autouse fixture of test_training: PL seeds undone after each test
+pytestmark = pytest.mark.usefixtures("one_thread", "unseeded")
 
 SECONDS_PER_BATCH = 2.0
 VALIDATION_SECONDS = 5.0

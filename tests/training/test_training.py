@@ -3,44 +3,30 @@ the non-finite-loss stop and make_optimizer (weight decay on weights only, ε_0 
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
+from tiny_nnlm import BATCH, N1, V, loader, read_curve, stream, tiny_config, trainer_config
 
-from nlpzoo.data.lm import ContextWindows, collate_batched
-from nlpzoo.data.vocab import EOS
 from nlpzoo.errors import ConfigError, TrainingError
 from nlpzoo.evaluation.perplexity import perplexity, window_log_probs
 from nlpzoo.models.nnlm import NNLM, Config
-from nlpzoo.params import TrainerConfig
 from nlpzoo.training import FamilyModule, make_optimizer, make_trainer
 from nlpzoo.training.module import lr_factor
 from nlpzoo.training.trainer import local_checkpoint_io
 
-V = 17
-N1 = 2  # context size of the tiny models
-BATCH = 16
 TRAIN_TOKENS = 100  # 6 batches of 16 and one of 4
 VALID_TOKENS = 53  # 3 batches of 16 and one of 5
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(autouse=True)
-def _unseeded(monkeypatch):
-    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)  # make_trainer seeds; undo it afterwards
-    monkeypatch.delenv("PL_SEED_WORKERS", raising=False)
+pytestmark = pytest.mark.usefixtures("one_thread", "unseeded")
 
 
 class RecordingTracker:
@@ -51,45 +37,6 @@ class RecordingTracker:
 
     def log_metrics(self, metrics, step=None) -> None:
         self.calls.append((dict(metrics), step))
-
-
-def stream(seed: int, n: int) -> np.ndarray:
-    s = np.random.default_rng(seed).integers(4, V, size=n)
-    s[::7] = EOS
-    return s
-
-
-def loader(tokens: np.ndarray, shuffle: bool, batch_size: int = BATCH) -> DataLoader:
-    return DataLoader(
-        ContextWindows(tokens, N1),
-        batch_size=batch_size,
-        shuffle=shuffle,
-        collate_fn=collate_batched,
-    )
-
-
-def tiny_config(**kw) -> dict:
-    cfg = {"context_size": N1, "emb_dim": 4, "hidden_dim": 6, "batch_size": BATCH, "lr": 1e-2}
-    cfg.update(kw)
-    return cfg
-
-
-def trainer_config(**kw) -> TrainerConfig:
-    base = {
-        "accelerator": "cpu",
-        "devices": 1,
-        "max_epochs": 2,
-        "early_stopping_patience": 0,
-        "log_every_n_steps": 1,
-    }
-    base.update(kw)
-    return TrainerConfig(**base)
-
-
-def read_curve(path: Path) -> tuple[list[str], list[dict]]:
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        return list(reader.fieldnames or []), list(reader)
 
 
 # ---------------------------------------------------------------------------------- a short run

@@ -21,7 +21,7 @@ from nlpzoo.evaluation.perplexity import lm_log_probs, perplexity
 from nlpzoo.families import FAMILIES
 from nlpzoo.params import run_configs
 from nlpzoo.tasks import mt
-from projects import make_mt_project, make_project
+from toy import make_mt_project, make_project
 
 RUN = "nnlm"
 SECTION = {

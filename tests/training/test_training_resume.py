@@ -29,67 +29,14 @@ import yaml
 from interrupts import FirstStep, InterruptAt, KillAt, train_with
 from nlpzoo import lifecycle, training
 from nlpzoo.tracking import Tracker
-from projects import inactive, make_project
-from toy import write_lm_data
+from toy import RESUME_RUNS, inactive, make_project, resume_params, write_benchmarks
 
 ROOT = Path(__file__).resolve().parents[2]
 
-RUNS = {
-    # a recurrent run: BPTT windows in order, hidden state carried across batches, dropout
-    "lstm_lm": {
-        "family": "rnn_lm",
-        "cell": "lstm",
-        "emb_dim": 16,
-        "hidden_dim": 16,
-        "num_layers": 2,
-        "dropout": 0.3,
-        "bptt": 8,
-        "batch_size": 8,
-        "lr": 0.01,
-    },
-    # a window run: shuffled batches, SGD with a per-step learning-rate schedule
-    "nnlm": {
-        "family": "nnlm",
-        "context_size": 2,
-        "emb_dim": 8,
-        "hidden_dim": 16,
-        "batch_size": 64,
-        "optimizer": "sgd",
-        "lr": 0.1,
-        "lr_decay": 0.001,
-    },
-}
-
-
-def tiny_params(run: str, **trainer) -> dict:
-    section = dict(RUNS[run])
-    section["trainer"] = {
-        "max_epochs": 2,
-        "accelerator": "cpu",
-        "devices": 1,
-        "early_stopping_patience": 0,
-        "checkpoint_every_steps": 10,
-        "checkpoint_every_minutes": 0,
-        "precision": "32-true",  # the stage's subprocess too, whatever the CPU (conftest.py)
-        **trainer,
-    }
-    models = {run: {"family": section["family"], "data": "vocab/lm"}}
-    return {"seed": 7, "models": models, run: section}
-
-
-def with_benchmarks(root: Path) -> Path:
-    """`root/data/raw/eval`: the word-vector benchmarks the evaluation of an LM run reads."""
-    write_lm_data(root / "toy")
-    (root / "data" / "raw").mkdir(parents=True)
-    shutil.move(root / "toy" / "data" / "raw" / "eval", root / "data" / "raw" / "eval")
-    shutil.rmtree(root / "toy")
-    return root
-
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    # MLflow is not under test here: an inactive tracker keeps these runs fast
-    monkeypatch.setattr(Tracker, "start", classmethod(inactive))
+def project(tmp_path, no_tracking):
+    # MLflow is not under test here: an inactive tracker keeps these runs fast (no_tracking)
     handler = signal.getsignal(signal.SIGINT)
     yield make_project(tmp_path)
     signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after a KeyboardInterrupt
@@ -117,7 +64,7 @@ def uninterrupted(tmp_path_factory):
             starts: list[int] = []
             with pytest.MonkeyPatch.context() as m:
                 m.setattr(Tracker, "start", classmethod(inactive))
-                train_with(m, tiny_params(run), run, root, FirstStep(starts))
+                train_with(m, resume_params(run), run, root, FirstStep(starts))
             assert starts == [0]
             # kept until the evaluate stage: a rerun of this stage resumes from them
             assert (root / "checkpoints" / run / "resume.ckpt").is_file()
@@ -149,13 +96,13 @@ STOPS = {
 
 
 @pytest.mark.parametrize("stop", list(STOPS))
-@pytest.mark.parametrize("run", list(RUNS))
+@pytest.mark.parametrize("run", list(RESUME_RUNS))
 def test_stopped_run_resumes_and_ends_like_an_uninterrupted_one(
     project, monkeypatch, uninterrupted, run, stop
 ):
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-    params, starts = tiny_params(run), []
+    params, starts = resume_params(run), []
     reference, curve = uninterrupted(run)
     make, resumes_at, raised = STOPS[stop]
     term = signal.getsignal(signal.SIGTERM)
@@ -186,7 +133,7 @@ def test_an_interrupt_near_an_epoch_end_resumes_like_an_uninterrupted_run(
     the next epoch's first: the rerun resumes at the step it was saved at and ends the same."""
     run, starts = "nnlm", []
     reference, curve = uninterrupted(run)
-    params = tiny_params(run)
+    params = resume_params(run)
     with pytest.raises(SystemExit):
         train_with(monkeypatch, params, run, project, InterruptAt(at), FirstStep(starts))
     saved = _checkpoint_step(project, run)
@@ -209,7 +156,7 @@ def test_resumed_run_continues_its_own_mlflow_run(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     run, starts = "nnlm", []
-    params = tiny_params(run)
+    params = resume_params(run)
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
         train_with(monkeypatch, params, run, root, KillAt(47), FirstStep(starts))
@@ -231,7 +178,7 @@ def test_resumed_run_continues_its_own_mlflow_run(tmp_path, monkeypatch):
 
 def test_changed_params_start_fresh(project, monkeypatch):
     run, starts = "nnlm", []
-    params = tiny_params(run)
+    params = resume_params(run)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
         train_with(monkeypatch, params, run, project, KillAt(25), FirstStep(starts))
     params[run]["lr"] = 0.05  # one other setting: the checkpoint of step 20 is not its
@@ -244,7 +191,7 @@ def test_changed_data_starts_fresh(project, monkeypatch, caplog, change):
     """The same params on other data: one token of the training corpus, or a vocabulary of
     other counts."""
     run, starts = "nnlm", []
-    params = tiny_params(run)
+    params = resume_params(run)
     _killed(monkeypatch, params, run, project, 25, starts)
     lm = project / "data" / "vocab" / "lm"
     if change == "corpus":
@@ -335,9 +282,9 @@ def test_reverting_a_change_resumes_the_checkpoints_kept_aside(project, monkeypa
     """Killed with lr 0.1 (checkpoint of step 20), rerun with lr 0.05 (fresh, killed again),
     then with lr 0.1 again: that rerun resumes at step 20 and ends as an uninterrupted run."""
     run, starts = "nnlm", []
-    params = tiny_params(run, max_epochs=1)
+    params = resume_params(run, max_epochs=1)
     _killed(monkeypatch, params, run, project, 25, starts)
-    other = tiny_params(run, max_epochs=1)
+    other = resume_params(run, max_epochs=1)
     other[run]["lr"] = 0.05
     _killed(monkeypatch, other, run, project, 15, starts)
     (kept,) = (project / "checkpoints" / run / "stale").iterdir()
@@ -357,7 +304,7 @@ def test_sigkill_then_rerun_resumes_the_stage(tmp_path, uninterrupted):
     """`python stages/train.py` killed with SIGKILL after its first checkpoint, then rerun."""
     run = "lstm_lm"
     project = make_project(tmp_path)
-    (project / "params.yaml").write_text(yaml.safe_dump(tiny_params(run)))
+    (project / "params.yaml").write_text(yaml.safe_dump(resume_params(run)))
     reference, _ = uninterrupted(run)
 
     # an unusable tracking URI: MLflow is skipped after one warning
@@ -446,7 +393,7 @@ def test_changed_code_starts_fresh_and_ends_the_old_mlflow_run(tmp_path, monkeyp
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     run, starts = "nnlm", []
-    params = tiny_params(run, max_epochs=1)
+    params = resume_params(run, max_epochs=1)
     _killed(monkeypatch, params, run, root, 25, starts)
     old = json.loads((root / "checkpoints" / run / "mlflow_run.json").read_text())["run_id"]
     real = lifecycle._hash_file
@@ -469,7 +416,7 @@ def test_changed_code_starts_fresh_and_ends_the_old_mlflow_run(tmp_path, monkeyp
 
 def test_other_torch_version_starts_fresh(project, monkeypatch, caplog):
     run, starts = "nnlm", []
-    params = tiny_params(run, max_epochs=1)
+    params = resume_params(run, max_epochs=1)
     _killed(monkeypatch, params, run, project, 25, starts)
     monkeypatch.setattr(torch, "__version__", "0.0.1")
     with caplog.at_level("WARNING"):
@@ -481,7 +428,7 @@ def test_other_torch_version_starts_fresh(project, monkeypatch, caplog):
 @pytest.mark.parametrize("damage", ["corrupt", "other_weights"])
 def test_unloadable_checkpoint_starts_fresh_without_a_traceback(project, monkeypatch, damage):
     run, starts = "nnlm", []
-    params = tiny_params(run, max_epochs=1)
+    params = resume_params(run, max_epochs=1)
     _killed(monkeypatch, params, run, project, 25, starts)
     path = project / "checkpoints" / run / "resume.ckpt"
     if damage == "corrupt":
@@ -509,7 +456,7 @@ def test_resumed_run_reports_time_and_throughput_over_the_whole_training(project
     """fit_seconds adds the killed process's seconds up to its checkpoint, so the throughput is
     the tokens of all epochs over the time of both processes, not several times too high."""
     run, starts, pause = "nnlm", [], 0.2
-    params = tiny_params(run)
+    params = resume_params(run)
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises((KeyboardInterrupt, SystemExit)):
         train_with(monkeypatch, params, run, project, _Slow(pause), KillAt(47), FirstStep(starts))
@@ -567,8 +514,8 @@ def test_a_finished_run_keeps_its_checkpoints_until_evaluate_and_its_rerun_train
     early-stopped run no further epoch either) and writes the same model, curve and stats. The
     evaluate stage removes the checkpoints."""
     run = "nnlm"
-    root = with_benchmarks(make_project(tmp_path / "proj"))
-    params = tiny_params(run, **trainer)
+    root = write_benchmarks(make_project(tmp_path / "proj"))
+    params = resume_params(run, **trainer)
     params[run].update(section)
     monkeypatch.setattr(Tracker, "start", classmethod(inactive))
     counter = _Batches()
@@ -613,7 +560,7 @@ def test_a_forced_rerun_of_a_finished_run_trains_afresh(tmp_path, monkeypatch, h
     trains nothing: test_a_finished_run_keeps_its_checkpoints_until_evaluate_...)"""
     run, starts = "nnlm", []
     root = make_project(tmp_path / "proj")
-    params = tiny_params(run, max_epochs=1)
+    params = resume_params(run, max_epochs=1)
     monkeypatch.setattr(Tracker, "start", classmethod(inactive))
     counter = _Batches()
     train_with(monkeypatch, params, run, root, counter, FirstStep(starts))
@@ -692,7 +639,7 @@ def test_a_project_moved_between_kill_and_resume_keeps_its_best_checkpoint(
     run, starts, scores = "nnlm", [], []
     reference, curve = uninterrupted(run)
     monkeypatch.setattr(Tracker, "start", classmethod(inactive))
-    params = tiny_params(run)
+    params = resume_params(run)
     first = make_project(tmp_path / "first")
     _killed(monkeypatch, params, run, first, 47, starts)  # epoch 0 validated: best.ckpt
     moved = tmp_path / "moved"
@@ -715,7 +662,7 @@ def test_an_interrupted_stage_resumes_at_the_step_it_stopped(tmp_path, signum):
 
     run = "nnlm"
     project = make_project(tmp_path)
-    (project / "params.yaml").write_text(yaml.safe_dump(tiny_params(run)))
+    (project / "params.yaml").write_text(yaml.safe_dump(resume_params(run)))
     env = dict(os.environ, MLFLOW_TRACKING_URI="unsupported-scheme://nowhere")
     cmd = [sys.executable, str(ROOT / "stages" / "train.py"), run]
     proc = subprocess.Popen(cmd, cwd=project, env=env, stderr=subprocess.PIPE, text=True)

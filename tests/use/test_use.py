@@ -23,8 +23,7 @@ from nlpzoo.data.vocab import Vocab
 from nlpzoo.evaluation.analogy import Analogies, _answers
 from nlpzoo.evaluation.vectors import case_key, restricted_vocab, unit_rows, write_word2vec_text
 from nlpzoo.families import FAMILIES
-from projects import cli, trained
-from toy import PARAMS, tiny_params, write_lm_data
+from toy import PARAMS, cli, tiny_params, trained, write_lm_data
 
 LM_RUNS = ("ngram", "nnlm", "lstm_lm", "transformer_lm")  # one per input kind of the registry
 TRAINED = (*LM_RUNS, "svd")

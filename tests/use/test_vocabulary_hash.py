@@ -17,12 +17,11 @@ import yaml
 from nlpzoo import lifecycle, registry
 from nlpzoo.data.vocab import build_mt_vocab
 from nlpzoo.errors import NlpzooError
-from nlpzoo.params import MTVocabConfig
+from nlpzoo.params_data import MTVocabConfig
 from nlpzoo.use.answers import Answerer
 from nlpzoo.use.run import VOCABULARY_HASHES, TrainedRun, load_codec
 from nlpzoo.use.text import UseError
-from projects import cli, make_mt_project, trained
-from toy import tiny_params, write_lm_data
+from toy import cli, make_mt_project, tiny_params, trained, write_lm_data
 
 
 def _sha256(path: Path) -> str:

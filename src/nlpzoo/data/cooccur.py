@@ -56,7 +56,7 @@ import numpy as np
 
 from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_open
-from nlpzoo.params import CooccurConfig
+from nlpzoo.params_data import CooccurConfig
 
 N_SPECIALS = 4  # ids 0..3 are <unk> <s> </s> <pad> (nlpzoo.data.vocab)
 UNK = 0

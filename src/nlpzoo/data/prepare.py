@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_dir, atomic_write_json
-from nlpzoo.params import SPLITS, LMDataConfig, MTDataConfig, inside_project, user_files
+from nlpzoo.params_data import SPLITS, LMDataConfig, MTDataConfig, inside_project, user_files
 
 log = logging.getLogger(__name__)
 

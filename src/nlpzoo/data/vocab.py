@@ -21,7 +21,7 @@ import numpy as np
 
 from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_write_text
-from nlpzoo.params import LMVocabConfig, MTVocabConfig
+from nlpzoo.params_data import LMVocabConfig, MTVocabConfig
 
 UNK, BOS, EOS, PAD = 0, 1, 2, 3
 SPECIALS = ("<unk>", "<s>", "</s>", "<pad>")

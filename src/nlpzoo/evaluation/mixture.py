@@ -18,7 +18,9 @@ import numpy as np
 
 from nlpzoo.config import build, closest
 from nlpzoo.io import atomic_write_json
-from nlpzoo.params import MixtureConfig, parse_models
+from nlpzoo.layout import Layout
+from nlpzoo.params import parse_models
+from nlpzoo.params_eval import MixtureConfig
 from nlpzoo.tracking import Tracker
 
 log = logging.getLogger(__name__)
@@ -85,14 +87,14 @@ def mixtures(params: dict, root: Path) -> dict:
     specs = parse_models(params)  # the enabled runs only
     root = Path(root)
     out: dict[str, Any] = {}
-    base_path = root / "eval" / cfg.baseline / "logprobs.npz"
+    base_path = Layout(root).evaluation(cfg.baseline) / "logprobs.npz"
     skipped = _without_baseline(cfg.baseline, specs, base_path)
     if skipped:
         log.warning(skipped)
     else:
         base = np.load(base_path)
         for name, spec in specs.items():
-            path = root / "eval" / name / "logprobs.npz"
+            path = Layout(root).evaluation(name) / "logprobs.npz"
             if name == cfg.baseline or spec.task != "lm" or not path.is_file():
                 continue
             lp = np.load(path)
@@ -106,7 +108,7 @@ def mixtures(params: dict, root: Path) -> dict:
                 "valid_ppl_mix": round(_perplexity(mixed["valid"]), 4),
                 "test_ppl_mix": round(_perplexity(mixed["test"]), 4),
             }
-            tracker = Tracker.resume(root / "eval" / name, name)
+            tracker = Tracker.resume(Layout(root).evaluation(name), name)
             tracker.log_metrics(
                 {
                     "test_ppl_mix": out[name]["test_ppl_mix"],
@@ -117,7 +119,7 @@ def mixtures(params: dict, root: Path) -> dict:
     record: dict[str, Any] = {"baseline": cfg.baseline, "runs": out}
     if skipped:
         record["skipped"] = skipped
-    atomic_write_json(root / "metrics" / "mixtures.json", record)
+    atomic_write_json(Layout(root).mixtures, record)
     return out
 
 

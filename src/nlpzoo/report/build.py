@@ -26,7 +26,10 @@ from nlpzoo import cost
 from nlpzoo.config import build
 from nlpzoo.families import FAMILIES, TASKS
 from nlpzoo.io import atomic_dir, atomic_write_text
-from nlpzoo.params import EvaluationConfig, MixtureConfig, ReportConfig, parse_models
+from nlpzoo.layout import Layout
+from nlpzoo.params import parse_models
+from nlpzoo.params_eval import EvaluationConfig, MixtureConfig
+from nlpzoo.params_report import ReportConfig
 from nlpzoo.pipeline import ROOFLINE, stage_order
 from nlpzoo.report import figures, inputs, tables
 from nlpzoo.report.document import (
@@ -48,6 +51,7 @@ from nlpzoo.report.inputs import (
     read_provenance,
     task_of,
 )
+from nlpzoo.taskinfo import task_info
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,6 @@ TITLE = "nlpzoo report"
 # report, and the title says so.
 TOUR_NOTE = "TOUR_NOTE"
 TOUR_TITLE = "nlpzoo report: the tour (small sizes, not comparable)"
-TASK_TITLES = {"lm": "language models", "vectors": "word vectors", "mt": "translation"}
 
 
 def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") -> str:
@@ -65,14 +68,14 @@ def report_project(params: dict[str, Any], *, root: Path, exp_name: str = "") ->
     runs of `params`' `models:`, with each run's figures attached to its MLflow run;
     `exp_name` is the DVC experiment, if any."""
     root = Path(root)
-    note = root / TOUR_NOTE
+    note, where = root / TOUR_NOTE, Layout(root)
     return build_report(
-        metrics_dir=root / "metrics",
-        plots_dir=root / "plots",
-        eval_dir=root / "eval",
-        models_dir=root / "models",
-        out_dir=root / "reports",
-        timings_dir=root / "timings",
+        metrics_dir=where.metrics_dir,
+        plots_dir=where.plots_dir,
+        eval_dir=where.eval_dir,
+        models_dir=where.models_dir,
+        out_dir=where.reports,
+        timings_dir=where.timings_dir,
         roofline=root / ROOFLINE,
         params=params,
         config=build(ReportConfig, params.get("report"), "report"),
@@ -591,7 +594,7 @@ def _curves(ctx: _Context, fig_dir: Path) -> list[Block]:
             continue
         path = figures.learning_curves(task, by_task[task], fig_dir / f"curves_{task}.png")
         if path:
-            figs.append(Figure(path, f"Learning curves, {TASK_TITLES.get(task, task)}"))
+            figs.append(Figure(path, f"Learning curves, {task_info(task).heading}"))
     if not figs:
         return [*blocks, Para("No learning curves yet.")]
     blocks += [
@@ -619,7 +622,7 @@ def _compute_curves(ctx: _Context, by_task: dict[str, dict], fig_dir: Path) -> l
                     found[name] = points
         path = figures.quality_against_compute(task, found, fig_dir / f"compute_{task}.png")
         if path:
-            title = TASK_TITLES.get(task, task)
+            title = task_info(task).heading
             figs.append(Figure(path, f"Validation perplexity against training FLOPs, {title}"))
     if not figs:
         return []

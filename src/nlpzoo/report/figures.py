@@ -15,24 +15,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 
+from nlpzoo.taskinfo import task_info
+
 log = logging.getLogger(__name__)
 
 DPI = 100
 
-# the column drawn for each task, best first: the first one a run has values for is used
-CURVE_COLUMNS = {
-    "lm": [("val_ppl", "validation perplexity", True), ("val_loss", "validation loss", False)],
-    "mt": [("val_ppl", "validation perplexity", True), ("val_loss", "validation loss", False)],
-    "vectors": [("train_loss", "training loss", False), ("val_loss", "validation loss", False)],
-}
-TASK_NAMES = {"lm": "Language models", "vectors": "Word vectors", "mt": "Translation"}
-DEFAULT_COLUMNS = [("val_loss", "validation loss", False), ("train_loss", "training loss", False)]
-
 
 def _curve_column(task: str, curves: dict[str, pd.DataFrame]) -> tuple[str, str, bool] | None:
-    for column, label, log_scale in CURVE_COLUMNS.get(task, DEFAULT_COLUMNS):
-        if any(column in df and df[column].notna().any() for df in curves.values()):
-            return column, label, log_scale
+    """The task's curve column drawn (`TaskInfo.curves`): the first one a run has values for."""
+    for c in task_info(task).curves:
+        if any(c.column in df and df[c.column].notna().any() for df in curves.values()):
+            return c.column, c.label, c.log_scale
     return None
 
 
@@ -67,7 +61,7 @@ def learning_curves(task: str, curves: dict[str, pd.DataFrame], out: Path) -> Pa
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.yaxis.set_major_locator(MaxNLocator(nbins=8))
-    ax.set_title(f"{TASK_NAMES.get(task, task)}: {label}")
+    ax.set_title(f"{task_info(task).title}: {label}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -92,9 +86,9 @@ def quality_against_compute(task: str, curves: dict[str, pd.DataFrame], out: Pat
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_locator(MaxNLocator(nbins=8))
     ax.set_xlabel("training FLOPs spent (6 × Q × tokens trained on)")
-    unit = " (per SentencePiece piece)" if task == "mt" else ""
-    ax.set_ylabel(f"validation perplexity{unit}")
-    ax.set_title(f"{TASK_NAMES.get(task, task)}: quality against training compute")
+    info = task_info(task)
+    ax.set_ylabel(f"validation perplexity{f' ({info.unit})' if info.unit else ''}")
+    ax.set_title(f"{info.title}: quality against training compute")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()

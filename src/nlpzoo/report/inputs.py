@@ -30,23 +30,11 @@ import numpy as np
 import pandas as pd
 
 from nlpzoo.families import FAMILIES
-from nlpzoo.tracking import RUN_FILE, _git_commit
+from nlpzoo.layout import Layout
+from nlpzoo.taskinfo import task_info
+from nlpzoo.tracking import RUN_FILE, git_commit
 
 log = logging.getLogger(__name__)
-
-# keys each task's table needs; a run without one of them is listed in the footer
-REQUIRED = {
-    "lm": ("valid_ppl", "test_ppl", "params", "train_seconds", "train_tokens_per_s"),
-    "vectors": (
-        "analogy_acc",
-        "analogy_sem_acc",
-        "analogy_syn_acc",
-        "analogy_coverage",
-        "ws353_rho",
-        "simlex_rho",
-    ),
-    "mt": ("bleu", "chrf", "test_ppl"),
-}
 
 
 @dataclass
@@ -65,13 +53,13 @@ def read_provenance(root: Path, params: dict[str, Any], exp_name: str = "") -> P
     `params`, its data sections and each task's data/vocab/TASK/stats.json."""
     root = Path(root)
     return Provenance(
-        git_rev=_git_commit(root) or "",
+        git_rev=git_commit(root) or "",
         exp_name=exp_name,
         params_hash=hashlib.sha256(
             json.dumps(params, sort_keys=True, default=str).encode()
         ).hexdigest()[:12],
         data={"lm": params.get("lm"), "mt": params.get("mt")},
-        vocab={t: load_json(root / "data" / "vocab" / t / "stats.json") for t in ("lm", "mt")},
+        vocab={t: load_json(Layout(root).vocab(t) / "stats.json") for t in ("lm", "mt")},
     )
 
 
@@ -123,20 +111,20 @@ def load_runs(
             if not isinstance(m, dict):
                 raise ValueError("not a JSON object")
         except (json.JSONDecodeError, ValueError) as err:
-            missing.append((name, f"metrics/{name}.json unreadable ({err})"))
+            missing.append((name, f"{Layout().metrics(name)} unreadable ({err})"))
             continue
         if m.get("family") not in (None, family):
             missing.append(
                 (
                     name,
-                    f"metrics/{name}.json is of family `{m['family']}` but `models:` says "
+                    f"{Layout().metrics(name)} is of family `{m['family']}` but `models:` says "
                     f"`{family}` (a stale file?); ignored",
                 )
             )
             continue
         task = task_of(family)
         run = Run(name, family, task, m)
-        lacking = [k for k in REQUIRED.get(task, ()) if m.get(k) is None]
+        lacking = [k for k in task_info(task).required if m.get(k) is None]
         if lacking:
             run.problems.append("metrics lack " + ", ".join(f"`{k}`" for k in lacking))
         found[name] = run

@@ -32,6 +32,7 @@ from typing import Any
 
 from nlpzoo.errors import DataError
 from nlpzoo.families import FAMILIES, Family
+from nlpzoo.layout import Layout
 from nlpzoo.params import RunSpec, TrainerConfig, run_configs
 
 
@@ -60,24 +61,28 @@ class Run:
         return int(self.params.get("seed", 0))
 
     @property
+    def layout(self) -> Layout:
+        return Layout(self.root)
+
+    @property
     def data_dir(self) -> Path:
-        return self.root / "data" / self.spec.data
+        return self.layout.data(self.spec.data)
 
     @property
     def model_dir(self) -> Path:
-        return self.root / "models" / self.name
+        return self.layout.model(self.name)
 
     @property
     def eval_dir(self) -> Path:
-        return self.root / "eval" / self.name
+        return self.layout.evaluation(self.name)
 
     @property
     def plots_path(self) -> Path:
-        return self.root / "plots" / f"{self.name}.csv"
+        return self.layout.curve(self.name)
 
     @property
     def ckpt_dir(self) -> Path:
-        return self.root / "checkpoints" / self.name
+        return self.layout.checkpoints(self.name)
 
 
 @dataclass

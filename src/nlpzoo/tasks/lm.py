@@ -20,7 +20,7 @@ from nlpzoo.errors import DataError
 from nlpzoo.evaluation.perplexity import perplexity
 from nlpzoo.io import atomic_write_json
 from nlpzoo.lm_inputs import LMInput, lm_input
-from nlpzoo.params import EvaluationConfig
+from nlpzoo.params_eval import EvaluationConfig
 from nlpzoo.tasks import Fitted, Run, Scores, Task
 from nlpzoo.tasks import words as W
 

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from nlpzoo.config import build
 from nlpzoo.data.mt import IGNORE, Codec, ParallelSplit, collate, load_split
 from nlpzoo.io import atomic_write_json, atomic_write_text
-from nlpzoo.params import MTDataConfig
+from nlpzoo.params_data import MTDataConfig
 from nlpzoo.tasks import Data, Fitted, Run, Scores, Task
 
 ATTENTION_SENTENCES = (0, 1, 2, 3)  # test sentences whose attention maps are written

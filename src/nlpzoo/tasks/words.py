@@ -19,7 +19,7 @@ from nlpzoo.config import build
 from nlpzoo.data.vocab import Vocab, load_stream
 from nlpzoo.errors import DataError
 from nlpzoo.io import atomic_write_json
-from nlpzoo.params import EvaluationConfig
+from nlpzoo.params_eval import EvaluationConfig
 from nlpzoo.tasks import Data, Fitted, Run
 
 EVAL_SETS = ("questions-words.txt", "wordsim353.tsv", "simlex999.txt")
@@ -99,7 +99,7 @@ def score_vectors(run: Run, model: Any, metrics: dict) -> dict[str, Callable[[Pa
     from nlpzoo.evaluation.vectors import nearest_neighbours
 
     ev = build(EvaluationConfig, run.params.get("evaluation"), "evaluation")
-    raw = run.root / "data" / "raw" / "eval"
+    raw = run.layout.eval_sets
     for name in EVAL_SETS:
         if not (raw / name).is_file():
             raise DataError(f"evaluation set not found: {raw / name} (run `dvc repro corpus@eval`)")

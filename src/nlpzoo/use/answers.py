@@ -10,11 +10,12 @@ steps of its decoding once it has run past its time."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from nlpzoo.taskinfo import TASK_INFO, task_info
 from nlpzoo.use.limits import COMMAND_LINE, Limits, OverBudget, deadline, refuse, variable
 from nlpzoo.use.run import (
     TrainedRun,
@@ -34,11 +35,7 @@ from nlpzoo.use.text import UseError
 MIN_TEMPERATURE = 1e-6  # below it the scaled log-probabilities leave float range: use 0
 
 # the params of the MLflow model, by the run's task, and the type each takes
-PARAMS: dict[str, dict[str, type]] = {
-    "mt": {"beam_size": int, "length_penalty": float},
-    "lm": {"mode": str, "tokens": int, "temperature": float, "top_k": int, "seed": int, "k": int},
-    "vectors": {"mode": str, "k": int},
-}
+PARAMS: dict[str, Mapping[str, type]] = {task: info.params for task, info in TASK_INFO.items()}
 # α of lp(Y) = ((5 + |Y|) / 6)^α: at 10 a 300-piece translation's lp is about 1e17; at 5,000
 # it leaves float range and every score is lost
 MAX_LENGTH_PENALTY = 10.0
@@ -91,7 +88,7 @@ class Answerer:
     def restrict_vocab(self) -> int:
         """The most frequent words the analogies search: params evaluation.restrict_vocab."""
         from nlpzoo.config import build
-        from nlpzoo.params import EvaluationConfig
+        from nlpzoo.params_eval import EvaluationConfig
 
         section = project_params(self.run.root).get("evaluation")
         return build(EvaluationConfig, section, "evaluation").restrict_vocab
@@ -306,14 +303,15 @@ class Answerer:
                 )
             return self.translate(lines, beam, penalty, check)
         # every param in its range, whatever the mode uses
-        modes = ("generate", "score", "neighbours", "analogy")[0 if family.task == "lm" else 2 :]
-        mode = _or(params.get("mode"), modes[0])
+        info = task_info(family.task)
+        modes, default = info.modes, info.defaults
+        mode = _or(params.get("mode"), default["mode"])
         if mode not in modes:
             raise UseError(
                 f"unknown mode {_shown(mode)} for run '{self.run.name}' (modes: {', '.join(modes)})"
             )
-        k = _or(_int(params, "k", 1), 10)
-        temperature = _or(_float(params, "temperature"), 1.0)
+        k = _or(_int(params, "k", 1), default["k"])
+        temperature = _or(_float(params, "temperature"), default.get("temperature", 1.0))
         if 0 < temperature < MIN_TEMPERATURE:
             raise UseError(
                 f"param 'temperature' is 0 (always the most probable) or at least "
@@ -321,10 +319,10 @@ class Answerer:
             )
         settings = {
             "temperature": temperature,
-            "top_k": _or(_int(params, "top_k", 0), 0),
-            "seed": _or(_int(params, "seed", 0), 0),
+            "top_k": _or(_int(params, "top_k", 0), default.get("top_k", 0)),
+            "seed": _or(_int(params, "seed", 0), default.get("seed", 0)),
         }
-        tokens = _or(_int(params, "tokens", 1), 20)
+        tokens = _or(_int(params, "tokens", 1), default.get("tokens", 0))
         if mode == "generate":
             limits = self.limits
             for number, prompt in enumerate(lines, start=1):

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from nlpzoo.taskinfo import TASK_INFO
 from nlpzoo.use import commands
 from nlpzoo.use.answers import MIN_TEMPERATURE
 from nlpzoo.use.limits import COMMAND_LINE
@@ -44,6 +45,7 @@ def _at_most(limit: int):
 MAX_TOKENS = COMMAND_LINE.tokens  # new tokens per sample
 MAX_SAMPLES = COMMAND_LINE.samples
 MAX_BEAM = COMMAND_LINE.beam
+LM = TASK_INFO["lm"].defaults  # the served model's defaults too (nlpzoo.serving)
 
 
 def _natural(text: str) -> int:
@@ -106,30 +108,30 @@ def add_commands(sub: Any) -> None:
     g.add_argument(
         "--tokens",
         type=_at_most(MAX_TOKENS),
-        default=30,
+        default=LM["tokens"],
         metavar="N",
-        help=f"new tokens per sample, up to {MAX_TOKENS:,} (30)",
+        help=f"new tokens per sample, up to {MAX_TOKENS:,} ({LM['tokens']})",
     )
     g.add_argument(
         "--temperature",
         type=_temperature,
-        default=1.0,
+        default=LM["temperature"],
         metavar="T",
         help="divides the log-probabilities (1: the model's own; 0: always the most probable)",
     )
     g.add_argument(
         "--top-k",
         type=_natural,
-        default=0,
+        default=LM["top_k"],
         metavar="K",
         help="sample among the K most probable (0: all)",
     )
     g.add_argument(
         "--seed",
         type=_natural,
-        default=0,
+        default=LM["seed"],
         metavar="S",
-        help="the same seed gives the same text (0)",
+        help=f"the same seed gives the same text ({LM['seed']})",
     )
     g.add_argument(
         "--samples",
@@ -173,7 +175,8 @@ def add_commands(sub: Any) -> None:
         "python -m nlpzoo neighbours --run svd city king -k 5",
     )
     n.add_argument("words", nargs="+", metavar="WORD")
-    n.add_argument("-k", type=_count, default=10, metavar="K", help="neighbours per word (10)")
+    k = TASK_INFO["vectors"].defaults["k"]
+    n.add_argument("-k", type=_count, default=k, metavar="K", help=f"neighbours per word ({k})")
     n.set_defaults(handler=commands.neighbours)
 
     a = parser(

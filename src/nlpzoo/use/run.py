@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from nlpzoo.errors import NlpzooError
+from nlpzoo.layout import Layout
+from nlpzoo.taskinfo import task_info
 from nlpzoo.use.text import UseError, decode
-
-TASK_NAMES = {"lm": "language-model", "vectors": "word-vector", "mt": "translation"}
 
 
 @dataclass
@@ -81,7 +81,7 @@ def resolve(args: argparse.Namespace) -> TrainedRun:
     if not name or name in (".", "..") or "/" in name or "\\" in name:
         raise UseError(f"--run takes a run's name (models/RUN/), not a path: got {name!r}")
     models = _models(root)
-    trained_runs = getattr(args, "models", None) or root / "models"
+    trained_runs = getattr(args, "models", None) or Layout(root).models_dir
     folder = trained_runs / name
     trained = (folder / "config.json").is_file()
     if name not in models and not trained:
@@ -125,7 +125,7 @@ def need_lm(t: TrainedRun, command: str) -> None:
         return
     from nlpzoo.families import FAMILIES
 
-    what = TASK_NAMES.get(family.task, family.task)
+    what = task_info(family.task).noun
     extra = f"; translate with `python -m nlpzoo translate --run {t.name}`"
     raise UseError(
         f"run '{t.name}' is a {what} run (family {family.name}); `{command}` takes a "
@@ -143,7 +143,7 @@ def need_vectors(t: TrainedRun, command: str) -> None:
         return
     from nlpzoo.families import FAMILIES
 
-    what = TASK_NAMES.get(t.family.task, t.family.task)
+    what = task_info(t.family.task).noun
     raise UseError(
         f"run '{t.name}' ({what} run, family {t.family.name}) has no word vectors; `{command}` "
         f"takes a run with vectors: {_runs_for(t, lambda f: _has_vectors(FAMILIES[f]))}"
@@ -155,7 +155,7 @@ def need_mt(t: TrainedRun, command: str) -> None:
         return
     from nlpzoo.families import FAMILIES
 
-    what = TASK_NAMES.get(t.family.task, t.family.task)
+    what = task_info(t.family.task).noun
     raise UseError(
         f"run '{t.name}' is a {what} run (family {t.family.name}); `{command}` takes a "
         f"translation run: {_runs_for(t, lambda f: FAMILIES[f].task == 'mt')}"
@@ -169,7 +169,7 @@ def load_vocab(t: TrainedRun) -> Any:
 
     places = [t.folder / "vocab.txt"]
     if t.config.get("data"):
-        places.append(t.root / "data" / str(t.config["data"]) / "vocab.txt")
+        places.append(Layout(t.root).data(str(t.config["data"])) / "vocab.txt")
     path = next((p for p in places if p.is_file()), None)
     if path is None:
         raise UseError(
