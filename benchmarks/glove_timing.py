@@ -47,7 +47,7 @@ import yaml
 
 from nlpzoo.data.cooccur import count_cooccurrences, load_cooccurrences
 from nlpzoo.data.vocab import Vocab, read_lines
-from nlpzoo.params import CooccurConfig
+from nlpzoo.params_data import CooccurConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_COOCCUR_S = 1.6

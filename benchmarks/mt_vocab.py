@@ -75,7 +75,7 @@ def build_vocab(size: int, params: dict, work: Path) -> Path:
     """data/vocab/mt of vocabulary size `size` under work/V<size>/ (built once)."""
     from nlpzoo.config import build
     from nlpzoo.data.vocab import build_mt_vocab
-    from nlpzoo.params import MTVocabConfig
+    from nlpzoo.params_data import MTVocabConfig
 
     project = work / f"V{size}"
     out = project / "data" / "vocab" / "mt"
