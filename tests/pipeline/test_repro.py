@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from nlpzoo import repro
+from nlpzoo.taskinfo import TASK_INFO
 from toy import REFERENCE_RUNS, ROOT, reference_params, write_pipeline
 
 
@@ -31,7 +32,8 @@ def _record(root: Path, stage: str, seconds: float) -> None:
 def test_schedule_without_records_puts_translation_first_then_lms(params, tmp_path):
     order = repro.schedule(params, tmp_path)
     tasks = [repro.parse_models(params)[r].task for r in order]
-    assert tasks == sorted(tasks, key=repro.TASK_ORDER.get)
+    assert tasks == sorted(tasks, key=lambda t: TASK_INFO[t].rank)
+    assert tasks[0] == "mt" and tasks[-1] == "vectors"  # translation takes longest
     assert set(order) == set(repro.parse_models(params))
     params["attention"]["trainer"]["max_epochs"] = 99  # more epochs: earlier among its task
     assert repro.schedule(params, tmp_path)[0] == "attention"
