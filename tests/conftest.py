@@ -63,46 +63,33 @@ def no_tracking(monkeypatch):
 
 
 # ------------------------------------------------------------------------- pytest-xdist
-# `make test` runs the suite on every core (`-n auto --dist loadscope`, pyproject.toml). A work
-# unit, which one worker takes whole, is a module (its module fixtures are built once), or a
-# group of GROUPS: the tests that take one costly session fixture, so that it is built once.
-# The units whose tests take the longest go out first (SLOW_FIRST), the rest in the order they
-# were collected, so that no worker is left with a long one at the end.
+# `make test` runs the suite on every core (`-n auto --dist loadgroup`, pyproject.toml). A work
+# unit a worker takes whole is a module, or every test of an `xdist_group` (the tests of the
+# reference toy pipeline, tests/pipeline/conftest.py): a module's fixtures and a group's
+# session fixture are built once. The units whose tests take the longest go out first, the rest
+# in the order they were collected, so that no worker is left with a long one at the end.
 
-# session fixture -> the tests that take it (node ids, or their start); each group is a unit
-GROUPS = {
-    "toy_reference": (  # the reference toy pipeline, tests/pipeline/conftest.py
-        "tests/pipeline/test_pipeline.py::",
-        "tests/pipeline/test_repro.py::test_a_toy_pipeline_on_every_core_keeps_going_past_a_fail",
-        "tests/pipeline/test_repro_interrupt.py::",
-    ),
-}
-# the units of half a minute or more, longest first (measured with `pytest --durations=0`)
+# the work units of half a minute or more, longest first (measured with `pytest --durations=0`)
 SLOW_FIRST = (
-    "toy_reference",  # built, reproduced, copied, experimented on: 5 to 7 minutes
+    "reference",  # the reference toy pipeline: built, reproduced, copied, experimented on
     "tests/pipeline/test_run_cache.py",
-    "tests/tracking/test_registry.py",
-    "tests/training/test_training_resume.py",
     "tests/pipeline/test_determinism.py",
-    "tests/training/test_training_ddp.py",
     "tests/pipeline/test_repro_signals.py",
-    "tests/models/test_word2vec_kernel.py",
 )
 
 
 def _unit(nodeid: str) -> str:
-    """The work unit of a test: its group of GROUPS, else its module."""
-    for group, tests in GROUPS.items():
-        if nodeid.startswith(tests):
-            return group
+    """The work unit of a test: its `xdist_group` (the node id's `@group`), else its module."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return nodeid.split("@")[-1]
     return nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: none without it
 def pytest_xdist_make_scheduler(config, log):
-    """Under `--dist loadscope`: modules and GROUPS as the work units (`_unit`), in the order of
-    the workers' collection (SLOW_FIRST first, `pytest_collection_modifyitems`)."""
-    if config.getvalue("dist") != "loadscope":
+    """Under `--dist loadgroup`: whole modules and groups as work units (`_unit`), the slow
+    ones first (SLOW_FIRST)."""
+    if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
@@ -110,22 +97,30 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return _unit(nodeid)
 
-    config.option.loadscopereorder = False  # not by their number of tests
+    config.option.loadscopereorder = False  # the order is the collection's (below)
     return ModulesAndGroups(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """On a pytest-xdist worker, SLOW_FIRST's units first, in that order (every worker collects
-    the same order, which the scheduler follows)."""
-    if hasattr(config, "workerinput"):
-        rank = {unit: i for i, unit in enumerate(SLOW_FIRST)}
-        items.sort(key=lambda item: rank.get(_unit(item.nodeid), len(SLOW_FIRST)))  # stable
+    """On a pytest-xdist worker under `--dist loadgroup`: the tests of SLOW_FIRST's units first,
+    in that order (each worker collects the same order, which the scheduler follows)."""
+    if not hasattr(config, "workerinput") or config.getvalue("dist") != "loadgroup":
+        return
+
+    def rank(item) -> int:
+        groups = [m.args[0] for m in item.iter_markers("xdist_group")]
+        unit = groups[0] if groups else item.nodeid.split("::", 1)[0]
+        return SLOW_FIRST.index(unit) if unit in SLOW_FIRST else len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: within a unit and among the others, the collection's order
 
 
-@pytest.fixture(autouse=True)
-def _in_the_group_of_its_session_fixture(request):
-    """A test that takes a session fixture of GROUPS must be in its group: else pytest-xdist
-    could give it to another worker, which would build the fixture again."""
-    for group in GROUPS:
-        if group in request.fixturenames and _unit(request.node.nodeid) != group:
-            pytest.fail(f"it takes `{group}`: add it to GROUPS in tests/conftest.py")
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread_per_worker(request):
+    """On a pytest-xdist worker: torch uses one thread (the workers share the cores; a test that
+    needs another count sets it, and `_keep_torch_threads` restores it)."""
+    if hasattr(request.config, "workerinput"):
+        import torch
+
+        torch.set_num_threads(1)
+    yield

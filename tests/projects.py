@@ -1,5 +1,6 @@
-"""The names tests/tracking imports from here, until it imports them from toy.py, the one module
-of the tests' toy corpora, params and projects (this file goes then)."""
+"""The names tests/tracking and tests/test_design_doc.py import from here, until they import them
+from toy.py, the one module of the tests' toy corpora, params and projects (this file goes then).
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The reference toy pipeline that the pipeline tests share: built and reproduced once per session.
 
-A test that only reads its outputs takes `toy_reference`; one that changes anything (a repro, an
-experiment, a commit) takes a copy of it (`Reference.copy`), never the reference itself. Under
-pytest-xdist the tests that take it are one work unit (GROUPS in tests/conftest.py, which a test
-that takes it and is not listed there stops with the fix), so that it is built once."""
+A test that only reads its outputs takes `reference`; one that changes anything (a repro, an
+experiment, a commit) takes a copy of it (`toy.copy_project`), never the reference itself. Under
+pytest-xdist the tests that take it are in one group (`xdist_group("reference")`), so that it is
+built once."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Reference:
 
 
 @pytest.fixture(scope="session")
-def toy_reference(tmp_path_factory) -> Reference:
+def reference(tmp_path_factory) -> Reference:
     """The reference toy pipeline (`toy.reference_params`: ngram, nnlm and SVD on the toy corpus
     in the project's inputs/, registered in MLflow) after a plain `dvc repro` from nothing, its
     first state committed to git. Read it; copy it (`Reference.copy`) to change it."""

@@ -11,18 +11,20 @@ import yaml
 
 from toy import run_checked, stages_ran
 
+pytestmark = pytest.mark.xdist_group("reference")
+
 
 @pytest.fixture(scope="module")
-def project(toy_reference, tmp_path_factory) -> tuple[Path, dict]:
+def project(reference, tmp_path_factory) -> tuple[Path, dict]:
     """A copy of the reference toy pipeline after its `dvc repro` (tests/pipeline/conftest.py),
     changed by the tests of this module in their order: (root, environment)."""
-    copy = toy_reference.copy(tmp_path_factory.mktemp("pipeline") / "project")
+    copy = reference.copy(tmp_path_factory.mktemp("pipeline") / "project")
     return copy.root, copy.env
 
 
-def test_repro_end_to_end_then_noop(project, toy_reference):
+def test_repro_end_to_end_then_noop(project, reference):
     repo, env = project
-    out = toy_reference.output  # the reference's `dvc repro` from nothing, before the copy
+    out = reference.output  # the reference's `dvc repro` from nothing, before the copy
     assert {
         "train-ngram",
         "train-nnlm",

@@ -325,8 +325,9 @@ def _toy_metrics(repo: Path, runs) -> dict:
     return {n: stable(json.loads((repo / "metrics" / f"{n}.json").read_text())) for n in names}
 
 
+@pytest.mark.xdist_group("reference")
 def test_a_toy_pipeline_on_every_core_keeps_going_past_a_failed_run(
-    tmp_path, monkeypatch, capsys, toy_reference
+    tmp_path, monkeypatch, capsys, reference
 ):
     """The real DVC: the reference toy pipeline's runs (tests/pipeline/conftest.py), its user's
     files outside the project, SVD's `dim` above the 37-word vocabulary, without the register
@@ -375,6 +376,4 @@ def test_a_toy_pipeline_on_every_core_keeps_going_past_a_failed_run(
     # which run is missing
     assert "report" not in lock
     assert "`svd`: no metrics/svd.json" in (repo / "reports" / "report.md").read_text()
-    assert _toy_metrics(repo, ["ngram", "nnlm"]) == _toy_metrics(
-        toy_reference.root, ["ngram", "nnlm"]
-    )
+    assert _toy_metrics(repo, ["ngram", "nnlm"]) == _toy_metrics(reference.root, ["ngram", "nnlm"])

@@ -12,12 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from toy import pipeline_env, reference_params, stages_ran, write_pipeline
 
 RUNS = ("ngram", "nnlm")
 VOLATILE = ("seconds", "per_s", "mlflow_run_id")  # wall times and the MLflow run's id
+
+pytestmark = pytest.mark.xdist_group("reference")
 
 
 def _project(repo: Path) -> dict:
@@ -75,10 +78,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_ctrl_c_of_make_repro_then_the_next_one_resumes(tmp_path, toy_reference):
+def test_ctrl_c_of_make_repro_then_the_next_one_resumes(tmp_path, reference):
     """The next repro ends with the metrics of the reference's uninterrupted plain `dvc repro`
     (tests/pipeline/conftest.py), whose ngram and nnlm these are."""
-    expected = _metrics(toy_reference.root)
+    expected = _metrics(reference.root)
     repo = tmp_path / "repo"
     env = _project(repo)
     proc = _repro(repo, env)
